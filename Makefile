@@ -1,0 +1,36 @@
+# spark-manifest-committer: one place for every developer and CI command.
+PY ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PYTHON := $(BIN)/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup test test-fast lint bench demo jar clean
+
+# Create the virtual environment and install the project with everything tests need.
+$(STAMP): pyproject.toml
+	test -x $(PYTHON) || $(PY) -m venv $(VENV)
+	$(PYTHON) -m pip install --quiet --upgrade pip
+	$(PYTHON) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+# The whole suite (what .ci/run calls).
+test: setup
+	$(PYTHON) -m pytest -q
+
+# Everything but the slow suites.
+test-fast: setup
+	$(PYTHON) -m pytest -q -m "not slow"
+
+lint: setup
+	$(BIN)/ruff check committer manifest_schema tests benchmarks
+	$(BIN)/mypy
+
+# Benchmarks: JSON results and a Markdown report under benchmarks/results/.
+bench: setup
+	$(PYTHON) -m benchmarks
+
+clean:
+	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache benchmarks/results

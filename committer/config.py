@@ -1,0 +1,143 @@
+"""All configuration, in one place, under Hadoop's key names where the meaning is the same.
+
+A :class:`CommitterConfig` is built from keyword arguments or from a Hadoop/Spark configuration
+mapping (``CommitterConfig.from_hadoop_conf``); keys may carry Spark's ``spark.hadoop.`` prefix.
+Every key is documented in ``docs/configuration.md``; keep the two in step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from committer.errors import ConfigError
+
+PREFIX = "mapreduce.manifest.committer."
+SPARK_HADOOP_PREFIX = "spark.hadoop."
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str  # the Hadoop-style configuration key
+    attr: str  # the CommitterConfig attribute it sets
+    parse: Callable[[str], Any]
+
+
+def _bool(text: str) -> bool:
+    t = text.strip().lower()
+    if t in ("true", "1", "yes", "on"):
+        return True
+    if t in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"expected true or false, got {text!r}")
+
+
+def _opt_str(text: str) -> str | None:
+    return text.strip() or None
+
+
+@dataclass(frozen=True)
+class CommitterConfig:
+    """Immutable settings for task and job commit. Defaults follow Hadoop's where they exist."""
+
+    # Store operations in flight at once in every parallel stage (load, mkdirs, rename, cleanup).
+    io_threads: int = 32
+    # Also write the job summary to <dir>/summary-<jobId>.json, on failure too.
+    summary_report_directory: str | None = None
+    # Move the committed manifests to <dir>/<jobId>/ after a successful commit.
+    diagnostics_manifest_directory: str | None = None
+    # Delete task attempt directories in parallel before the job directory.
+    cleanup_parallel_delete: bool = True
+    # Leave the job directory in place after commit (for debugging).
+    cleanup_skipped: bool = False
+    # After the renames, check each destination's size (and etag) before _SUCCESS is written.
+    validate_output: bool = False
+    # Delete an existing destination file instead of failing the rename; delete a file standing
+    # where a directory must be created.
+    delete_target_files: bool = False
+    # Attempts at saving a task manifest.
+    manifest_save_attempts: int = 5
+    # Write the _SUCCESS summary into the destination.
+    mark_successful_jobs: bool = True
+    # Store operations per second across all stages; 0 means no limit.
+    io_rate_limit: int = 0
+    # Retries of transient store failures (throttling, timeouts): attempts and backoff bounds.
+    retry_attempts: int = 6
+    retry_initial_delay_ms: int = 50
+    retry_max_delay_ms: int = 10_000
+    # Largest task manifest job commit will read, in bytes; larger ones are refused unread.
+    manifest_max_bytes: int = 256 * 1024 * 1024
+    # Destination file names recorded in _SUCCESS (as Hadoop: the first 100).
+    success_file_names: int = 100
+    # fsspec storage options for the destination's store (credentials, endpoints).
+    storage_options: Mapping[str, Any] = field(default_factory=dict)
+    # Keys under the committer prefix that this version does not know (kept for diagnostics).
+    unrecognised_keys: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        positive = ("io_threads", "manifest_save_attempts", "retry_attempts", "manifest_max_bytes")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
+        non_negative = ("io_rate_limit", "retry_initial_delay_ms", "retry_max_delay_ms",
+                        "success_file_names")
+        for name in non_negative:
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must not be negative, got {getattr(self, name)}")
+
+    @classmethod
+    def from_hadoop_conf(
+        cls, conf: Mapping[str, str], **overrides: Any
+    ) -> CommitterConfig:
+        """Build from Hadoop/Spark keys; unknown committer keys are kept, not fatal (as Hadoop)."""
+        values: dict[str, Any] = {}
+        unknown: list[str] = []
+        for raw_key, raw_value in conf.items():
+            key = raw_key[len(SPARK_HADOOP_PREFIX):] if raw_key.startswith(
+                SPARK_HADOOP_PREFIX) else raw_key
+            spec = KEYS_BY_NAME.get(key)
+            if spec is None:
+                if key.startswith(PREFIX):
+                    unknown.append(key)
+                continue
+            try:
+                values[spec.attr] = spec.parse(str(raw_value))
+            except ValueError as e:
+                raise ConfigError(f"configuration key {key}: {e}") from None
+        values.update(overrides)
+        values.setdefault("unrecognised_keys", tuple(sorted(unknown)))
+        return cls(**values)
+
+    def to_hadoop_conf(self) -> dict[str, str]:
+        """The settings as Hadoop keys (storage options excluded: they may hold secrets)."""
+        out: dict[str, str] = {}
+        for spec in KEYS:
+            value = getattr(self, spec.attr)
+            if value is None:
+                continue
+            out[spec.name] = str(value).lower() if isinstance(value, bool) else str(value)
+        return out
+
+
+KEYS: tuple[Key, ...] = (
+    Key(PREFIX + "io.threads", "io_threads", int),
+    Key(PREFIX + "summary.report.directory", "summary_report_directory", _opt_str),
+    Key(PREFIX + "diagnostics.manifest.directory", "diagnostics_manifest_directory", _opt_str),
+    Key(PREFIX + "cleanup.parallel.delete", "cleanup_parallel_delete", _bool),
+    Key("mapreduce.fileoutputcommitter.cleanup.skipped", "cleanup_skipped", _bool),
+    Key(PREFIX + "validate.output", "validate_output", _bool),
+    Key(PREFIX + "delete.target.files", "delete_target_files", _bool),
+    Key(PREFIX + "manifest.save.attempts", "manifest_save_attempts", int),
+    Key("mapreduce.fileoutputcommitter.marksuccessfuljobs", "mark_successful_jobs", _bool),
+    Key(PREFIX + "io.rate.limit", "io_rate_limit", int),
+    Key(PREFIX + "retry.attempts", "retry_attempts", int),
+    Key(PREFIX + "retry.initial.delay.ms", "retry_initial_delay_ms", int),
+    Key(PREFIX + "retry.max.delay.ms", "retry_max_delay_ms", int),
+    Key(PREFIX + "manifest.max.bytes", "manifest_max_bytes", int),
+    Key(PREFIX + "success.file.names", "success_file_names", int),
+)
+KEYS_BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}
+
+_attrs = {f.name for f in fields(CommitterConfig)}
+assert all(k.attr in _attrs for k in KEYS), "a configuration key names no CommitterConfig field"

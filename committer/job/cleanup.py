@@ -1,0 +1,45 @@
+"""Job commit, stage 6 (and abort): remove this job's directory, and nothing else.
+
+Task attempt directories are deleted in parallel first (object stores delete a tree one object
+at a time), then the job directory. ``_temporary`` itself goes only if it is then empty, so the
+temporary data of other jobs writing to the same destination is never touched (Hadoop deletes
+all of ``_temporary``).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Executor
+
+from committer.config import CommitterConfig
+from committer.errors import PathNotFoundError
+from committer.layout import JobLayout
+from committer.parallel import Counter, run_parallel
+from committer.progress import ProgressCallback, notify
+from committer.store.managed import ManagedStore
+
+STAGE = "cleanup"
+
+
+def cleanup_job(
+    store: ManagedStore,
+    layout: JobLayout,
+    config: CommitterConfig,
+    executor: Executor | None,
+    progress: ProgressCallback | None = None,
+) -> int:
+    """Delete the job directory; return how many task attempt directories were removed."""
+    removed = 0
+    if config.cleanup_parallel_delete and executor is not None:
+        try:
+            task_dirs = [s.path for s in store.list_dir(layout.tasks_dir) if s.is_dir]
+        except PathNotFoundError:
+            task_dirs = []
+        counter = Counter()
+        notify(progress, STAGE, 0, len(task_dirs))
+        run_parallel(executor, task_dirs, store.delete_tree, window=2 * config.io_threads,
+                     on_result=lambda _i, _r: notify(progress, STAGE, counter.add(1),
+                                                     len(task_dirs)))
+        removed = len(task_dirs)
+    store.delete_tree(layout.job_dir)
+    store.remove_dir_if_empty(layout.temporary_dir)
+    return removed

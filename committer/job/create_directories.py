@@ -1,0 +1,107 @@
+"""Job commit, stage 2: create the aggregate set of destination directories.
+
+Only *leaf* directories are created (each ``mkdirs`` makes its parents), each once however many
+tasks listed it, in parallel. A directory that a concurrent job creates first is fine. A file
+standing where a directory must go is deleted only when ``delete_target_files`` is set;
+otherwise the commit stops, naming it, before any file is renamed.
+
+With dynamic partition overwrite, the partitions this job writes are first emptied, so the
+renames that follow replace them whole, as Spark's own protocol does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from concurrent.futures import Executor
+
+from committer.config import CommitterConfig
+from committer.errors import PathExistsError, PathNotFoundError
+from committer.job.plan import JobPlan
+from committer.parallel import Counter, run_parallel
+from committer.progress import ProgressCallback, notify
+from committer.store.managed import ManagedStore
+
+STAGE = "create_directories"
+DELETE_PARTITIONS_STAGE = "replace_partitions"
+
+
+def leaf_directories(paths: Iterable[str]) -> list[str]:
+    """The paths that are no other path's ancestor."""
+    ordered = sorted(set(p.rstrip("/") for p in paths))
+    leaves = []
+    for i, p in enumerate(ordered):
+        nxt = ordered[i + 1] if i + 1 < len(ordered) else ""
+        if not nxt.startswith(p + "/"):
+            leaves.append(p)
+    return leaves
+
+
+def _ancestors(path: str, stop: str) -> list[str]:
+    """``path`` and its parents down to (not including) ``stop``, shallowest first."""
+    out = []
+    while path.startswith(stop + "/"):
+        out.append(path)
+        path = path.rpartition("/")[0]
+    return out[::-1]
+
+
+def _make_directory(store: ManagedStore, path: str, dest: str, delete_files: bool) -> None:
+    try:
+        store.mkdirs(path)
+        return
+    except PathExistsError:
+        if not delete_files:
+            raise PathExistsError(
+                f"a file stands where directory {path} must be created (set "
+                f"mapreduce.manifest.committer.delete.target.files=true to replace it)", path
+            ) from None
+    for candidate in _ancestors(path, dest):  # find the file in the way, shallowest first
+        status = store.stat_or_none(candidate)
+        if status is not None and not status.is_dir:
+            store.delete_file(candidate)
+            break
+    store.mkdirs(path)
+
+
+def replace_partitions(
+    store: ManagedStore, plan: JobPlan, dest: str, config: CommitterConfig, executor: Executor,
+    progress: ProgressCallback | None,
+) -> int:
+    """Dynamic partition overwrite: delete every partition directory this job writes into."""
+    dest = dest.rstrip("/")
+    targets = sorted(p for p in plan.partitions if p != dest and p.startswith(dest + "/"))
+    counter = Counter()
+    notify(progress, DELETE_PARTITIONS_STAGE, 0, len(targets))
+
+    def delete(path: str) -> None:
+        try:
+            store.delete_tree(path)
+        except PathNotFoundError:
+            pass
+
+    run_parallel(executor, targets, delete, window=2 * config.io_threads,
+                 on_result=lambda _i, _r: notify(progress, DELETE_PARTITIONS_STAGE,
+                                                 counter.add(1), len(targets)))
+    return len(targets)
+
+
+def create_directories(
+    store: ManagedStore, plan: JobPlan, dest: str, config: CommitterConfig, executor: Executor,
+    progress: ProgressCallback | None,
+) -> int:
+    dest = dest.rstrip("/")
+    store.mkdirs(dest)
+    wanted = set(plan.directories)
+    wanted.update(plan.partitions)
+    wanted.discard(dest)
+    leaves = leaf_directories(wanted)
+    counter = Counter()
+    notify(progress, STAGE, 0, len(leaves))
+    run_parallel(
+        executor,
+        leaves,
+        lambda p: _make_directory(store, p, dest, config.delete_target_files),
+        window=2 * config.io_threads,
+        on_result=lambda _i, _r: notify(progress, STAGE, counter.add(1), len(leaves)),
+    )
+    return len(leaves)

@@ -1,0 +1,129 @@
+"""The commit plan: what job commit will do, built from the manifests before anything moves.
+
+File renames are held as *chunks* (one task's entries, split at ``CHUNK_FILES``) so the rename
+stage can hand a chunk to each worker. Up to ``memory_entries`` entries stay in memory; beyond
+that every chunk is spilled to a private local file (``marshal``-encoded) and read back one chunk
+at a time, so a million-file commit never holds a million entries as Python objects
+(MAPREDUCE-7435).
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+# (source location, destination location, size, etag)
+RenameEntry = tuple[str, str, int, str | None]
+
+CHUNK_FILES = 1000
+
+
+@dataclass(frozen=True)
+class Chunk:
+    task_id: str
+    entries: list[RenameEntry]
+
+
+class RenamePlan:
+    """Append-only chunks of renames; thread-safe to add to, then read back any number of times."""
+
+    def __init__(self, memory_entries: int = 200_000, spill_dir: str | None = None) -> None:
+        self.memory_entries = memory_entries
+        self.spill_dir = spill_dir
+        self._lock = threading.Lock()
+        self._memory: list[Chunk] = []
+        self._spill: tempfile._TemporaryFileWrapper[bytes] | None = None
+        self._index: list[tuple[str, int, int]] = []  # spilled chunks: (task id, offset, length)
+        self.files = 0
+        self.bytes = 0
+        self.chunks = 0
+
+    def add(self, task_id: str, entries: list[RenameEntry]) -> None:
+        if not entries:
+            return
+        size = sum(e[2] for e in entries)
+        pieces = [entries[i : i + CHUNK_FILES] for i in range(0, len(entries), CHUNK_FILES)]
+        with self._lock:
+            self.files += len(entries)
+            self.bytes += size
+            self.chunks += len(pieces)
+            if self._spill is None and self.files > self.memory_entries:
+                self._start_spilling()
+            if self._spill is None:
+                self._memory.extend(Chunk(task_id, p) for p in pieces)
+                return
+            for p in pieces:
+                self._write(task_id, p)
+
+    def _start_spilling(self) -> None:
+        self._spill = tempfile.NamedTemporaryFile(  # noqa: SIM115 - lives as long as the plan
+            prefix="commit-plan-", suffix=".bin", dir=self.spill_dir
+        )
+        for chunk in self._memory:
+            self._write(chunk.task_id, chunk.entries)
+        self._memory = []
+
+    def _write(self, task_id: str, entries: list[RenameEntry]) -> None:
+        assert self._spill is not None
+        data = marshal.dumps(entries)
+        offset = self._spill.tell()
+        self._spill.write(data)
+        self._index.append((task_id, offset, len(data)))
+
+    @property
+    def spilled(self) -> bool:
+        return self._spill is not None
+
+    def __iter__(self) -> Iterator[Chunk]:
+        """Chunks in the order they were added; safe to iterate from one thread at a time."""
+        if self._spill is None:
+            yield from self._memory
+            return
+        self._spill.flush()
+        fd = os.open(self._spill.name, os.O_RDONLY)
+        try:
+            for task_id, offset, length in self._index:
+                yield Chunk(task_id, marshal.loads(os.pread(fd, length, offset)))
+        finally:
+            os.close(fd)
+
+    def close(self) -> None:
+        if self._spill is not None:
+            self._spill.close()
+            self._spill = None
+
+
+@dataclass(frozen=True)
+class TaskSummary:
+    """What one committed manifest contributed."""
+
+    task_id: str
+    task_attempt_id: str
+    manifest_path: str
+    files: int
+    bytes: int
+    manifest_bytes: int
+
+
+@dataclass
+class JobPlan:
+    """Everything job commit decided from the manifests; built by the load stage."""
+
+    renames: RenamePlan
+    directories: dict[str, int] = field(default_factory=dict)  # location -> depth
+    partitions: set[str] = field(default_factory=set)  # parent directories of files
+    tasks: list[TaskSummary] = field(default_factory=list)
+    first_files: list[str] = field(default_factory=list)  # destination URIs for _SUCCESS
+    manifest_paths: list[str] = field(default_factory=list)
+
+    @property
+    def files(self) -> int:
+        return self.renames.files
+
+    @property
+    def bytes(self) -> int:
+        return self.renames.bytes

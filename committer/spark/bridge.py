@@ -1,0 +1,89 @@
+"""The in-process job engine: the JVM shim calls Python through the PySpark driver's Py4J gateway.
+
+:func:`register` puts a :class:`PythonJobCommitEngine` into the JVM's ``EngineRegistry``. Spark
+calls ``commitJob`` on a JVM thread that no Python thread is waiting on, so Py4J's callback
+server must be running; it is started here.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+from committer.spark.engine import error_response, handle
+
+__all__ = ["ENGINE_INTERFACE", "PythonJobCommitEngine", "register", "unregister"]
+
+ENGINE_INTERFACE = "manifestcommitter.spark.JobCommitEngine"
+
+_lock = threading.Lock()
+# Py4J holds only a weak handle on Python callback objects: keep the registered one alive here.
+_registered: dict[int, PythonJobCommitEngine] = {}
+
+
+class PythonJobCommitEngine:
+    """Implements the Java ``JobCommitEngine`` interface; each call is independent."""
+
+    def _call(self, operation: str, request_json: str) -> str:
+        try:
+            request = json.loads(request_json)
+            if not isinstance(request, dict):
+                raise ValueError("request is not a JSON object")
+            if request.get("operation") != operation:
+                raise ValueError(f"{operation} called with a {request.get('operation')!r} request")
+            response = handle(request)
+        except Exception as exc:  # a Py4J callback must answer, never raise into the JVM
+            response = error_response(exc)
+        return json.dumps(response, separators=(",", ":"))
+
+    def setupJob(self, requestJson: str) -> str:  # noqa: N802, N803 - Java interface names
+        return self._call("setupJob", requestJson)
+
+    def commitJob(self, requestJson: str) -> str:  # noqa: N802, N803
+        return self._call("commitJob", requestJson)
+
+    def abortJob(self, requestJson: str) -> str:  # noqa: N802, N803
+        return self._call("abortJob", requestJson)
+
+    class Java:
+        implements = [ENGINE_INTERFACE]
+
+
+def _registry(spark: Any) -> Any:
+    jvm = spark.sparkContext._jvm
+    registry = jvm.manifestcommitter.spark.EngineRegistry
+    # An unloaded class shows up as a Py4J JavaPackage rather than a JavaClass.
+    if type(registry).__name__ != "JavaClass":
+        raise RuntimeError(
+            "the spark-manifest-committer jar is not on the driver's classpath; create the "
+            "session with committer.spark.configure(builder) or add committer.spark.jar_path() "
+            "to spark.jars and spark.driver.extraClassPath"
+        )
+    return registry
+
+
+def register(spark: Any, engine: PythonJobCommitEngine | None = None) -> PythonJobCommitEngine:
+    """Registers ``engine`` (default: a new one) as the job engine of ``spark``'s JVM."""
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    sc = spark.sparkContext
+    gateway = sc._gateway
+    ensure_callback_server_started(gateway)
+    registry = _registry(spark)
+    engine = engine if engine is not None else PythonJobCommitEngine()
+    with _lock:
+        registry.register(engine)
+        _registered.clear()
+        _registered[id(gateway)] = engine
+    return engine
+
+
+def unregister(spark: Any) -> bool:
+    """Removes the engine registered by :func:`register`; later jobs use the subprocess engine."""
+    gateway = spark.sparkContext._gateway
+    with _lock:
+        if _registered.pop(id(gateway), None) is None:
+            return False
+        _registry(spark).clear()
+        return True

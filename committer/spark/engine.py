@@ -1,0 +1,142 @@
+"""The job side of the Spark commit protocol: one request document in, one response out.
+
+Both transports go through :func:`handle`: the in-process Py4J callback
+(:mod:`committer.spark.bridge`) and the subprocess entry point (:mod:`committer.spark.driver`).
+The request is built by the JVM shim (``EngineClient``/``ManifestCommitProtocol``)::
+
+    {"operation": "setupJob" | "commitJob" | "abortJob",
+     "jobId": str, "jobAttempt": int, "destination": str, "destinationUri": str,
+     "dynamicPartitionOverwrite": bool, "conf": {str: str},
+     # commitJob only:
+     "committedTasks": [{"taskId", "taskAttemptId", "manifestPath", "files", "bytes",
+                         "partitions", "absoluteDirectories"}, ...],
+     "extraDestinationRoots": [str, ...], "partitions": [str, ...]}
+
+and the response is ``{"ok": true, "result": {...}}`` or
+``{"ok": false, "error": str, "errorType": str}``.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from collections.abc import Mapping
+from typing import Any
+
+from committer.errors import ConfigError, ManifestCommitterError
+
+__all__ = ["OPERATIONS", "RequestError", "error_response", "handle"]
+
+LOG = logging.getLogger(__name__)
+OPERATIONS = ("setupJob", "commitJob", "abortJob")
+
+
+class RequestError(ConfigError):
+    """The request document from the JVM is malformed."""
+
+
+def _str(request: Mapping[str, Any], key: str) -> str:
+    value = request.get(key)
+    if not isinstance(value, str) or not value:
+        raise RequestError(f"request field {key!r} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _str_list(value: Any, what: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise RequestError(f"request field {what!r} must be a list of strings")
+    return list(value)
+
+
+def _conf(request: Mapping[str, Any]) -> dict[str, str]:
+    conf = request.get("conf") or {}
+    if not isinstance(conf, dict):
+        raise RequestError("request field 'conf' must be an object")
+    return {str(k): str(v) for k, v in conf.items()}
+
+
+def committed_tasks(request: Mapping[str, Any]) -> dict[str, str]:
+    """``{taskId: taskAttemptId}`` of the attempts Spark committed; a task twice is an error."""
+    tasks = request.get("committedTasks")
+    if not isinstance(tasks, list):
+        raise RequestError("commitJob request needs a 'committedTasks' list")
+    out: dict[str, str] = {}
+    for entry in tasks:
+        if not isinstance(entry, dict):
+            raise RequestError("each committed task must be an object")
+        task_id = _str(entry, "taskId")
+        attempt_id = _str(entry, "taskAttemptId")
+        previous = out.setdefault(task_id, attempt_id)
+        if previous != attempt_id:
+            # Spark's coordinator lets one attempt per task commit; two means a broken driver.
+            raise RequestError(
+                f"task {task_id} reported as committed by two attempts: {previous}, {attempt_id}"
+            )
+    return out
+
+
+def _job(request: Mapping[str, Any]) -> Any:
+    from committer.config import CommitterConfig
+    from committer.job import JobCommitter
+
+    attempt = request.get("jobAttempt", 0)
+    if not isinstance(attempt, int) or isinstance(attempt, bool):
+        raise RequestError(f"request field 'jobAttempt' must be an integer, got {attempt!r}")
+    return JobCommitter(
+        dest=_str(request, "destination"),
+        job_id=_str(request, "jobId"),
+        job_attempt=attempt,
+        config=CommitterConfig.from_hadoop_conf(_conf(request)),
+        dynamic_partition_overwrite=bool(request.get("dynamicPartitionOverwrite", False)),
+        progress=None,
+    )
+
+
+def _run(request: Mapping[str, Any]) -> dict[str, Any]:
+    operation = request.get("operation")
+    if operation not in OPERATIONS:
+        raise RequestError(f"unknown operation {operation!r}; expected one of {OPERATIONS}")
+    job = _job(request)
+    if operation == "setupJob":
+        job.setup()
+        return {}
+    if operation == "abortJob":
+        job.abort()
+        return {}
+    tasks = committed_tasks(request)
+    roots = _str_list(request.get("extraDestinationRoots"), "extraDestinationRoots")
+    summary = job.commit(committed_tasks=tasks, extra_destination_roots=roots)
+    doc = summary.to_json()
+    metrics = doc.get("metrics") or {}
+    return {
+        "summary": doc,
+        "filesCommitted": metrics.get("committer_files_committed"),
+        "bytesCommitted": metrics.get("committer_bytes_committed"),
+    }
+
+
+def error_response(exc: BaseException) -> dict[str, Any]:
+    """The response for a failure: the engine's own message, and its type for diagnostics."""
+    response: dict[str, Any] = {
+        "ok": False,
+        "error": str(exc) or type(exc).__name__,
+        "errorType": type(exc).__name__,
+    }
+    if not isinstance(exc, ManifestCommitterError):
+        # An unexpected exception is a bug: keep the traceback for the report.
+        response["traceback"] = "".join(traceback.format_exception(exc))
+    return response
+
+
+def handle(request: Mapping[str, Any]) -> dict[str, Any]:
+    """Runs one request; never raises (every failure becomes an error response)."""
+    operation = request.get("operation", "?")
+    try:
+        result = _run(request)
+    except Exception as exc:
+        LOG.error("manifest committer %s of job %s failed: %s", operation,
+                  request.get("jobId"), exc)
+        return error_response(exc)
+    return {"ok": True, "result": result}

@@ -1,0 +1,18 @@
+package manifestcommitter.spark;
+
+/**
+ * The driver-side job operations, implemented by the Python engine.
+ *
+ * <p>Every method takes one JSON request document and returns one JSON response document:
+ * {@code {"ok": true, "result": {...}}} or {@code {"ok": false, "error": "...", "errorType": "..."}}.
+ * Plain strings keep the contract identical for the two transports (a Py4J callback into the
+ * PySpark driver, or a Python subprocess reading standard input), and keep Py4J from having to
+ * proxy Java collections back into Python.
+ */
+public interface JobCommitEngine {
+  String setupJob(String requestJson);
+
+  String commitJob(String requestJson);
+
+  String abortJob(String requestJson);
+}

@@ -1,0 +1,342 @@
+package manifestcommitter.spark;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import java.io.IOException;
+import java.io.Serializable;
+import java.io.UncheckedIOException;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.mapreduce.JobContext;
+import org.apache.hadoop.mapreduce.OutputCommitter;
+import org.apache.hadoop.mapreduce.TaskAttemptContext;
+import org.apache.hadoop.mapreduce.TaskAttemptID;
+import org.apache.spark.internal.io.FileCommitProtocol;
+import org.apache.spark.internal.io.FileNameSpec;
+import org.apache.spark.mapred.SparkHadoopMapRedUtil;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import scala.Option;
+import scala.collection.immutable.Seq;
+import scala.jdk.javaapi.CollectionConverters;
+
+/**
+ * Spark commit protocol ({@code spark.sql.sources.commitProtocolClass}) of the manifest committer.
+ *
+ * <p>Executors write each task attempt's files under
+ * {@code <dest>/_temporary/manifest_<jobId>/00/tasks/<taskAttemptId>/} and, at task commit, save
+ * a Hadoop TaskManifest/1 listing them. The driver's job setup, commit and abort are done by the
+ * Python engine (see {@link EngineClient}); this class only names files, scans and reports.
+ */
+public class ManifestCommitProtocol extends FileCommitProtocol implements Serializable {
+  private static final long serialVersionUID = 1L;
+  private static final Logger LOG = LoggerFactory.getLogger(ManifestCommitProtocol.class);
+
+  /** Job attempt number: Spark never recovers a job attempt, it always starts at 0. */
+  static final int JOB_ATTEMPT = 0;
+  static final String TEMPORARY_DIR = "_temporary";
+  static final String JOB_DIR_PREFIX = "manifest_";
+  static final String TASKS_DIR = "tasks";
+  static final String MANIFESTS_DIR = "manifests";
+  static final String MANIFEST_SUFFIX = "-manifest.json";
+  static final String TMP_SUFFIX = ".tmp";
+  /**
+   * Subdirectory of a task attempt directory holding files bound for custom partition locations
+   * ({@code newTaskTempFileAbsPath}). Spark's partition directories always contain '=', so this
+   * name cannot collide with one.
+   */
+  static final String ABSOLUTE_SUBDIR = "_custom_locations";
+
+  private final String jobId;
+  private final String path;
+  private final boolean dynamicPartitionOverwrite;
+
+  // Per-task state on the executor. Spark creates a fresh protocol copy for every task by
+  // deserialization, so these never mix tasks; they are not needed on the driver.
+  private transient Set<String> partitionPaths;
+  private transient List<Path> absoluteDirs;
+
+  public ManifestCommitProtocol(String jobId, String path, boolean dynamicPartitionOverwrite) {
+    this.jobId = jobId;
+    this.path = path;
+    this.dynamicPartitionOverwrite = dynamicPartitionOverwrite;
+  }
+
+  public ManifestCommitProtocol(String jobId, String path) {
+    this(jobId, path, false);
+  }
+
+  // ---------------------------------------------------------------- layout
+
+  Path destination() {
+    return new Path(path);
+  }
+
+  Path jobAttemptDir() {
+    Path jobDir = new Path(new Path(destination(), TEMPORARY_DIR), JOB_DIR_PREFIX + jobId);
+    return new Path(jobDir, String.format("%02d", JOB_ATTEMPT));
+  }
+
+  Path taskAttemptDir(TaskAttemptContext ctx) {
+    return new Path(new Path(jobAttemptDir(), TASKS_DIR), ctx.getTaskAttemptID().toString());
+  }
+
+  Path manifestPath(TaskAttemptContext ctx) {
+    return new Path(new Path(jobAttemptDir(), MANIFESTS_DIR),
+        ctx.getTaskAttemptID().getTaskID().toString() + MANIFEST_SUFFIX);
+  }
+
+  Path temporaryManifestPath(TaskAttemptContext ctx) {
+    return new Path(new Path(jobAttemptDir(), MANIFESTS_DIR),
+        ctx.getTaskAttemptID().toString() + MANIFEST_SUFFIX + TMP_SUFFIX);
+  }
+
+  /** Spark's own naming: a retried task writes the same name into its own attempt directory. */
+  String fileName(TaskAttemptContext ctx, FileNameSpec spec) {
+    int split = ctx.getTaskAttemptID().getTaskID().getId();
+    return String.format("%spart-%05d-%s%s", spec.prefix(), split, jobId, spec.suffix());
+  }
+
+  // ---------------------------------------------------------------- job (driver)
+
+  private Map<String, Object> request(Configuration conf) {
+    Map<String, Object> req = new LinkedHashMap<>();
+    req.put("jobId", jobId);
+    req.put("jobAttempt", JOB_ATTEMPT);
+    // Both forms: Spark's raw path string and Hadoop's URI-escaped one, so the engine never has
+    // to guess whether '%' in a name is an escape (HADOOP-17112).
+    req.put("destination", destination().toString());
+    req.put("destinationUri", destination().toUri().toString());
+    req.put("dynamicPartitionOverwrite", dynamicPartitionOverwrite);
+    req.put("conf", EngineClient.forwardedConf(conf));
+    return req;
+  }
+
+  @Override
+  public void setupJob(JobContext jobContext) {
+    Configuration conf = jobContext.getConfiguration();
+    try {
+      EngineClient engine = EngineClient.forJob(conf);
+      LOG.info("Manifest committer job {} at {}: engine {}", jobId, path, engine.description());
+      engine.setupJob(request(conf));
+    } catch (IOException e) {
+      throw new UncheckedIOException("manifest committer: setting up job " + jobId + " failed: "
+          + e.getMessage(), e);
+    }
+  }
+
+  @Override
+  public void commitJob(JobContext jobContext, Seq<FileCommitProtocol.TaskCommitMessage> messages) {
+    Configuration conf = jobContext.getConfiguration();
+    List<Map<String, Object>> committed = new ArrayList<>();
+    Set<String> absoluteRoots = new LinkedHashSet<>();
+    Set<String> partitions = new LinkedHashSet<>();
+    long files = 0;
+    long bytes = 0;
+    for (FileCommitProtocol.TaskCommitMessage message : CollectionConverters.asJava(messages)) {
+      TaskCommitInfo info = (TaskCommitInfo) message.obj();
+      Map<String, Object> task = new LinkedHashMap<>();
+      task.put("taskId", info.getTaskId());
+      task.put("taskAttemptId", info.getTaskAttemptId());
+      task.put("manifestPath", info.getManifestPath());
+      task.put("files", info.getFileCount());
+      task.put("bytes", info.getByteCount());
+      task.put("partitions", info.getPartitions());
+      task.put("absoluteDirectories", info.getAbsoluteDirectories());
+      committed.add(task);
+      absoluteRoots.addAll(info.getAbsoluteDirectories());
+      partitions.addAll(info.getPartitions());
+      files += info.getFileCount();
+      bytes += info.getByteCount();
+    }
+    Map<String, Object> req = request(conf);
+    req.put("committedTasks", committed);
+    req.put("extraDestinationRoots", new ArrayList<>(absoluteRoots));
+    req.put("partitions", new ArrayList<>(partitions));
+    try {
+      EngineClient engine = EngineClient.forJob(conf);
+      long start = System.nanoTime();
+      JsonNode result = engine.commitJob(req);
+      LOG.info("Manifest committer job {} committed {} tasks, {} files, {} bytes in {} ms via {}"
+              + " ({})", jobId, committed.size(), files, bytes,
+          (System.nanoTime() - start) / 1_000_000, engine.description(),
+          result.path("summary").isMissingNode() ? "no summary" : "summary written");
+    } catch (IOException e) {
+      // Spark calls abortJob after this; the message is the engine's, so the user sees why.
+      throw new UncheckedIOException("manifest committer: committing job " + jobId + " to "
+          + path + " failed: " + e.getMessage(), e);
+    }
+  }
+
+  @Override
+  public void abortJob(JobContext jobContext) {
+    // Never throw: Spark calls this while handling the original failure, which must surface.
+    try {
+      Configuration conf = jobContext.getConfiguration();
+      EngineClient.forJob(conf).abortJob(request(conf));
+    } catch (IOException | RuntimeException e) {
+      LOG.error("Manifest committer: aborting job {} at {} failed; its directory {} may remain",
+          jobId, path, jobAttemptDir().getParent(), e);
+    }
+  }
+
+  // ---------------------------------------------------------------- task (executor)
+
+  @Override
+  public void setupTask(TaskAttemptContext ctx) {
+    partitionPaths = new LinkedHashSet<>();
+    absoluteDirs = new ArrayList<>();
+    Path dir = taskAttemptDir(ctx);
+    try {
+      FileSystem fs = dir.getFileSystem(ctx.getConfiguration());
+      if (!fs.mkdirs(dir)) {
+        throw new IOException("mkdirs returned false for " + dir);
+      }
+    } catch (IOException e) {
+      throw new UncheckedIOException("manifest committer: task attempt directory " + dir
+          + " could not be created: " + e.getMessage(), e);
+    }
+  }
+
+  private void ensureTaskState() {
+    // Spark always calls setupTask first; this guards callers (tests, tools) that do not.
+    if (partitionPaths == null) {
+      partitionPaths = new LinkedHashSet<>();
+      absoluteDirs = new ArrayList<>();
+    }
+  }
+
+  @Override
+  public String newTaskTempFile(TaskAttemptContext ctx, Option<String> dir, FileNameSpec spec) {
+    ensureTaskState();
+    Path base = taskAttemptDir(ctx);
+    if (dir.isDefined()) {
+      partitionPaths.add(dir.get());
+      base = new Path(base, dir.get());
+    }
+    return new Path(base, fileName(ctx, spec)).toString();
+  }
+
+  @Override
+  @SuppressWarnings("deprecation")
+  public String newTaskTempFile(TaskAttemptContext ctx, Option<String> dir, String ext) {
+    return newTaskTempFile(ctx, dir, new FileNameSpec("", ext));
+  }
+
+  @Override
+  public String newTaskTempFileAbsPath(TaskAttemptContext ctx, String absoluteDir,
+      FileNameSpec spec) {
+    ensureTaskState();
+    Path target = new Path(absoluteDir);
+    int index = absoluteDirs.indexOf(target);
+    if (index < 0) {
+      absoluteDirs.add(target);
+      index = absoluteDirs.size() - 1;
+    }
+    Path staged = new Path(new Path(taskAttemptDir(ctx), ABSOLUTE_SUBDIR),
+        Integer.toString(index));
+    return new Path(staged, fileName(ctx, spec)).toString();
+  }
+
+  @Override
+  @SuppressWarnings("deprecation")
+  public String newTaskTempFileAbsPath(TaskAttemptContext ctx, String absoluteDir, String ext) {
+    return newTaskTempFileAbsPath(ctx, absoluteDir, new FileNameSpec("", ext));
+  }
+
+  @Override
+  public FileCommitProtocol.TaskCommitMessage commitTask(TaskAttemptContext ctx) {
+    ensureTaskState();
+    TaskAttemptID attempt = ctx.getTaskAttemptID();
+    ManifestTaskCommitter committer = new ManifestTaskCommitter();
+    // Asks Spark's OutputCommitCoordinator; a losing attempt gets CommitDeniedException (thrown
+    // undeclared through Scala), which must propagate unchanged so the scheduler treats it as
+    // "denied", not as a failure. IOExceptions of the manifest save propagate the same way.
+    SparkHadoopMapRedUtil.commitTask(committer, ctx, attempt.getJobID().getId(),
+        attempt.getTaskID().getId());
+    TaskCommitInfo info = committer.result;
+    if (info == null) {
+      throw new IllegalStateException("task commit of " + attempt + " produced no manifest");
+    }
+    return new FileCommitProtocol.TaskCommitMessage(info);
+  }
+
+  @Override
+  public void abortTask(TaskAttemptContext ctx) {
+    Path dir = taskAttemptDir(ctx);
+    Path tmpManifest = temporaryManifestPath(ctx);
+    try {
+      FileSystem fs = dir.getFileSystem(ctx.getConfiguration());
+      fs.delete(dir, true);
+      fs.delete(tmpManifest, false);
+    } catch (IOException e) {
+      // Aborting must not mask the task's own failure; job cleanup deletes the whole job dir.
+      LOG.warn("Manifest committer: could not delete aborted task attempt directory {}", dir, e);
+    }
+  }
+
+  /** The task commit proper, run by SparkHadoopMapRedUtil once the coordinator agrees. */
+  private TaskCommitInfo commitAuthorized(TaskAttemptContext ctx) throws IOException {
+    Configuration conf = ctx.getConfiguration();
+    TaskManifestWriter writer = new TaskManifestWriter(conf);
+    Path workDir = taskAttemptDir(ctx);
+    long start = System.currentTimeMillis();
+    TaskManifestWriter.Scan scan = writer.scan(workDir, destination(), ABSOLUTE_SUBDIR,
+        absoluteDirs);
+    Map<String, String> extra = new LinkedHashMap<>();
+    extra.put("committer", ManifestCommitProtocol.class.getName());
+    extra.put("dynamicPartitionOverwrite", Boolean.toString(dynamicPartitionOverwrite));
+    String taskId = ctx.getTaskAttemptID().getTaskID().toString();
+    String attemptId = ctx.getTaskAttemptID().toString();
+    writer.statistics().timed("task_stage_commit", System.currentTimeMillis() - start, false);
+    byte[] bytes = writer.manifestBytes(jobId, JOB_ATTEMPT, taskId, attemptId, workDir, scan,
+        extra);
+    Path manifest = manifestPath(ctx);
+    writer.save(bytes, temporaryManifestPath(ctx), manifest);
+    List<String> absolute = new ArrayList<>();
+    for (Path p : absoluteDirs) {
+      absolute.add(p.toUri().toString());
+    }
+    LOG.info("Manifest committer task {}: {} files, {} bytes, manifest {}", attemptId,
+        scan.files.size(), scan.bytes, manifest);
+    return new TaskCommitInfo(taskId, attemptId, manifest.toUri().toString(), scan.files.size(),
+        scan.bytes, new ArrayList<>(partitionPaths), absolute);
+  }
+
+  /**
+   * The Hadoop {@code OutputCommitter} face SparkHadoopMapRedUtil needs to run the coordinator
+   * handshake: commit means "write the manifest", abort means "delete the attempt directory".
+   */
+  private final class ManifestTaskCommitter extends OutputCommitter {
+    private TaskCommitInfo result;
+
+    @Override
+    public void setupJob(JobContext jobContext) {}
+
+    @Override
+    public void setupTask(TaskAttemptContext taskContext) {}
+
+    @Override
+    public boolean needsTaskCommit(TaskAttemptContext taskContext) {
+      // Always: even a task that wrote nothing must report, so job commit can check that the
+      // manifest it is given belongs to the attempt Spark committed.
+      return true;
+    }
+
+    @Override
+    public void commitTask(TaskAttemptContext taskContext) throws IOException {
+      result = commitAuthorized(taskContext);
+    }
+
+    @Override
+    public void abortTask(TaskAttemptContext taskContext) {
+      ManifestCommitProtocol.this.abortTask(taskContext);
+    }
+  }
+}

@@ -1,0 +1,148 @@
+"""The storage interface every backend implements, and the status record it returns.
+
+Backends are deliberately small and honest: they do one request per call and translate their
+failures into the families of :mod:`committer.errors` (``PathNotFoundError``, ``PathExistsError``,
+``TransientStoreError`` for anything a retry may cure). Retries, rate limits, statistics and
+fault injection are layered on top (``managed.py``, ``faults.py``), never inside a backend.
+
+Paths are *locations*: absolute OS paths on local disk, ``scheme://...`` URLs elsewhere.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class FileStatus:
+    path: str
+    size: int
+    is_dir: bool
+    etag: str | None = None
+    modified: float | None = None  # seconds since the epoch, when the store says
+    # A content checksum the store keeps when it copies an object ("md5:<hex>",
+    # "crc32c:<base64>"); it identifies a file across a copy+delete rename that changes the etag.
+    checksum: str | None = None
+
+
+#: prefixes of identities that are content checksums rather than etags (see ``Store.identity``)
+CHECKSUM_PREFIXES = ("md5:", "crc32c:")
+
+
+class Store(ABC):
+    """One filesystem or object store, reached by locations under it."""
+
+    #: short name for reports ("local", "gs", "abfs", ...)
+    name: str = "store"
+    #: the store gives files etags
+    supports_etags: bool = False
+    #: a rename keeps the etag, so an etag proves a destination is the renamed source
+    rename_keeps_etag: bool = False
+
+    @abstractmethod
+    def stat(self, path: str) -> FileStatus:
+        """Status of a file or directory; ``PathNotFoundError`` if absent."""
+
+    @abstractmethod
+    def list_dir(self, path: str) -> list[FileStatus]:
+        """Immediate children; ``PathNotFoundError`` if the directory is absent."""
+
+    @abstractmethod
+    def mkdirs(self, path: str) -> None:
+        """Create a directory and its parents; existing directories are fine, a file is
+        ``PathExistsError``."""
+
+    @abstractmethod
+    def rename_file(self, src: str, dst: str) -> None:
+        """Move one file, never replacing: ``PathExistsError`` if ``dst`` exists,
+        ``PathNotFoundError`` if ``src`` (or ``dst``'s parent, on a filesystem) is absent."""
+
+    @abstractmethod
+    def replace_file(self, src: str, dst: str) -> None:
+        """Move one file over whatever is at ``dst`` (last writer wins)."""
+
+    @abstractmethod
+    def delete_file(self, path: str) -> bool:
+        """Delete one file; ``False`` if it was not there."""
+
+    @abstractmethod
+    def delete_tree(self, path: str) -> bool:
+        """Delete a directory and everything below it; ``False`` if it was not there."""
+
+    @abstractmethod
+    def read_bytes(self, path: str, limit: int | None = None) -> bytes:
+        """The whole file; a ``StoreError`` if it is larger than ``limit`` bytes."""
+
+    @abstractmethod
+    def write_bytes(self, path: str, data: bytes, *, exclusive: bool = False) -> None:
+        """Write a whole file (parents created as needed); with ``exclusive``, a
+        ``PathExistsError`` if it exists, decided atomically by the store."""
+
+    #: True when ``rename_batch`` runs its renames concurrently (async cloud backends); then the
+    #: managed store hands it whole batches instead of looping over ``rename_file``.
+    native_batches: bool = False
+
+    def rename_batch(self, pairs: Sequence[tuple[str, str]]) -> list[BaseException | None]:
+        """Rename many files; one result per pair, ``None`` for success. Default: one by one."""
+        out: list[BaseException | None] = []
+        for src, dst in pairs:
+            try:
+                self.rename_file(src, dst)
+                out.append(None)
+            except Exception as e:
+                out.append(e)
+        return out
+
+    def identity(self, status: FileStatus) -> str | None:
+        """What a task should record (the manifest's ``e`` field) so that job commit can later
+        prove a destination *is* this file after an ambiguous rename: the etag where this
+        store's rename keeps it, else the content checksum the store keeps across a copy."""
+        if self.rename_keeps_etag or status.checksum is None:
+            return status.etag
+        return status.checksum
+
+    def proves_rename(self, found: FileStatus, size: int | None, expected: str | None) -> bool:
+        """True when ``found`` (at a rename's destination, its source gone) provably is the
+        renamed file whose recorded identity is ``expected`` and length ``size``."""
+        if expected is None or found.is_dir or (size is not None and found.size != size):
+            return False
+        if expected.startswith(CHECKSUM_PREFIXES):
+            return found.checksum == expected
+        return self.rename_keeps_etag and found.etag == expected
+
+    def exists(self, path: str) -> bool:
+        from committer.errors import PathNotFoundError
+
+        try:
+            self.stat(path)
+        except PathNotFoundError:
+            return False
+        return True
+
+    def remove_dir_if_empty(self, path: str) -> bool:
+        """Remove ``path`` only if it has no children; ``True`` if it is gone afterwards."""
+        from committer.errors import PathNotFoundError
+
+        try:
+            if self.list_dir(path):
+                return False
+        except PathNotFoundError:
+            return True
+        self.delete_tree(path)
+        return True
+
+    def walk_files(self, root: str) -> Iterator[FileStatus]:
+        """Every file below ``root``, by a recursive tree walk (never a deep listing API)."""
+        pending = [root]
+        while pending:
+            here = pending.pop()
+            for st in self.list_dir(here):
+                if st.is_dir:
+                    pending.append(st.path)
+                else:
+                    yield st
+
+    def close(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
+        """Release connections and threads."""

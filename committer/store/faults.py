@@ -1,0 +1,108 @@
+"""A store that fails on purpose, for tests: the same interface, with scripted trouble.
+
+It sits *under* :class:`ManagedStore`, exactly where a flaky cloud store would, so the retry and
+recovery logic under test is the production code. Faults are chosen by operation name and a
+probability (seeded, so a failing history can be replayed), or scripted per path:
+
+- ``transient``: raise ``TransientStoreError`` before doing anything (a throttled request);
+- ``after``: do the operation, then raise ``TransientStoreError`` (a timeout whose request landed
+  anyway: the HADOOP-18012 case);
+- ``parent_missing``: a rename reports its destination parent missing once (HADOOP-18242).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from committer.errors import PathNotFoundError, TransientStoreError
+from committer.store.base import FileStatus, Store
+
+T = TypeVar("T")
+
+OPERATIONS = ("stat", "list_dir", "mkdirs", "rename_file", "replace_file", "delete_file",
+              "delete_tree", "read_bytes", "write_bytes")
+
+
+@dataclass
+class FaultPlan:
+    """How often each operation fails, and how."""
+
+    rate: float = 0.0  # probability of a fault per operation
+    operations: frozenset[str] = frozenset(OPERATIONS)
+    after_rate: float = 0.0  # probability that a rename happens and then "times out"
+    seed: int = 0
+    # path substrings that fail the next time they are renamed, once each
+    parent_missing_once: set[str] = field(default_factory=set)
+
+
+class FaultInjectingStore(Store):
+    def __init__(self, inner: Store, plan: FaultPlan) -> None:
+        self.inner = inner
+        self.plan = plan
+        self.name = inner.name
+        self.supports_etags = inner.supports_etags
+        self.rename_keeps_etag = inner.rename_keeps_etag
+        self._rng = random.Random(plan.seed)
+        self._lock = threading.Lock()
+        self.injected = 0
+        self.enabled = True
+
+    def _roll(self, p: float) -> bool:
+        if not self.enabled or p <= 0:
+            return False
+        with self._lock:
+            hit = self._rng.random() < p
+            if hit:
+                self.injected += 1
+            return hit
+
+    def _do(self, op: str, path: str, fn: Callable[[], T]) -> T:
+        if op in self.plan.operations and self._roll(self.plan.rate):
+            raise TransientStoreError(f"injected fault: {op} {path}", path)
+        return fn()
+
+    def stat(self, path: str) -> FileStatus:
+        return self._do("stat", path, lambda: self.inner.stat(path))
+
+    def list_dir(self, path: str) -> list[FileStatus]:
+        return self._do("list_dir", path, lambda: self.inner.list_dir(path))
+
+    def walk_files(self, root: str) -> Iterator[FileStatus]:
+        # through our own list_dir, so listings fail as they would on a real store
+        return Store.walk_files(self, root)
+
+    def mkdirs(self, path: str) -> None:
+        self._do("mkdirs", path, lambda: self.inner.mkdirs(path))
+
+    def rename_file(self, src: str, dst: str) -> None:
+        if self.enabled:
+            for marker in list(self.plan.parent_missing_once):
+                if marker in dst:
+                    self.plan.parent_missing_once.discard(marker)
+                    raise PathNotFoundError(f"injected: parent of {dst} not found", dst)
+        self._do("rename_file", src, lambda: self.inner.rename_file(src, dst))
+        if "rename_file" in self.plan.operations and self._roll(self.plan.after_rate):
+            raise TransientStoreError(f"injected timeout after rename: {src}", src)
+
+    def replace_file(self, src: str, dst: str) -> None:
+        self._do("replace_file", src, lambda: self.inner.replace_file(src, dst))
+
+    def delete_file(self, path: str) -> bool:
+        return self._do("delete_file", path, lambda: self.inner.delete_file(path))
+
+    def delete_tree(self, path: str) -> bool:
+        return self._do("delete_tree", path, lambda: self.inner.delete_tree(path))
+
+    def remove_dir_if_empty(self, path: str) -> bool:
+        return self._do("delete_tree", path, lambda: self.inner.remove_dir_if_empty(path))
+
+    def read_bytes(self, path: str, limit: int | None = None) -> bytes:
+        return self._do("read_bytes", path, lambda: self.inner.read_bytes(path, limit))
+
+    def write_bytes(self, path: str, data: bytes, *, exclusive: bool = False) -> None:
+        self._do("write_bytes", path,
+                 lambda: self.inner.write_bytes(path, data, exclusive=exclusive))

@@ -1,0 +1,271 @@
+"""The store every stage uses: a backend plus statistics, retries and a rate limit.
+
+On success an operation costs one backend call and two clock reads; tenacity is only entered
+after a transient failure, so the local fast path pays nothing for resilience it did not need.
+
+Renames get the two recoveries Hadoop learned the hard way:
+- HADOOP-18012/18002: a rename that timed out may have happened. When a retry finds the source
+  gone, the destination counts as the renamed file only if the store can prove it (an etag kept
+  by the rename, equal to the manifest's); otherwise ``AmbiguousRenameError``, never silence.
+- HADOOP-18242: under load a store may briefly report the destination's parent missing; the
+  parent is re-created and the rename tried once more.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import TypeVar
+
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
+
+from committer import statistics as st
+from committer.config import CommitterConfig
+from committer.errors import (
+    AmbiguousRenameError,
+    PathNotFoundError,
+    StoreError,
+    TransientStoreError,
+)
+from committer.statistics import Tally
+from committer.store.base import FileStatus, Store
+from committer.store.rate_limit import RateLimiter
+
+T = TypeVar("T")
+
+
+def _parent(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[0]
+
+
+class ManagedStore:
+    """Wraps a :class:`Store`; every storage access of the engine goes through one of these."""
+
+    def __init__(
+        self,
+        backend: Store,
+        config: CommitterConfig | None = None,
+        stats: st.IOStatistics | None = None,
+        limiter: RateLimiter | None = None,
+    ) -> None:
+        self.backend = backend
+        self.config = config or CommitterConfig()
+        self.stats = stats or st.IOStatistics()
+        if limiter is None and self.config.io_rate_limit > 0:
+            limiter = RateLimiter(self.config.io_rate_limit)
+        self.limiter = limiter
+
+    @property
+    def name(self) -> str:
+        return self.backend.name
+
+    # -- the mechanism -------------------------------------------------------------------------
+
+    def _retrying(self) -> Retrying:
+        cfg = self.config
+
+        def counted(state: RetryCallState) -> None:
+            self.stats.incr(st.STORE_IO_RETRY)
+
+        return Retrying(
+            stop=stop_after_attempt(cfg.retry_attempts),
+            wait=wait_exponential_jitter(
+                initial=cfg.retry_initial_delay_ms / 1000.0, max=cfg.retry_max_delay_ms / 1000.0
+            ),
+            retry=retry_if_exception_type(TransientStoreError),
+            before_sleep=counted,
+            reraise=True,
+        )
+
+    def _pace(self) -> None:
+        if self.limiter is not None:
+            waited = self.limiter.acquire()
+            if waited > 0:
+                self.stats.timed(st.STORE_IO_RATE_LIMITED, waited)
+
+    def call(self, statistic: str, fn: Callable[[], T]) -> T:
+        """Run one store operation with pacing, timing and retries of transient failures."""
+        self._pace()
+        t0 = time.perf_counter()
+        try:
+            result = fn()
+        except TransientStoreError:
+            self.stats.timed(statistic, time.perf_counter() - t0, failed=True)
+            self.stats.incr(st.STORE_IO_THROTTLED)
+            for attempt in self._retrying():
+                with attempt:
+                    self._pace()
+                    t0 = time.perf_counter()
+                    try:
+                        result = fn()
+                    except TransientStoreError:
+                        self.stats.timed(statistic, time.perf_counter() - t0, failed=True)
+                        raise
+            self.stats.timed(statistic, time.perf_counter() - t0)
+            return result
+        except StoreError:
+            self.stats.timed(statistic, time.perf_counter() - t0, failed=True)
+            raise
+        self.stats.timed(statistic, time.perf_counter() - t0)
+        return result
+
+    # -- operations ----------------------------------------------------------------------------
+
+    def stat(self, path: str) -> FileStatus:
+        return self.call(st.OP_GET_FILE_STATUS, lambda: self.backend.stat(path))
+
+    def stat_or_none(self, path: str) -> FileStatus | None:
+        try:
+            return self.stat(path)
+        except PathNotFoundError:
+            return None
+
+    def exists(self, path: str) -> bool:
+        return self.stat_or_none(path) is not None
+
+    def list_dir(self, path: str) -> list[FileStatus]:
+        return self.call(st.OP_LIST_STATUS, lambda: self.backend.list_dir(path))
+
+    def walk_files(self, root: str) -> Iterator[FileStatus]:
+        # A walk is many listings; count it as one listing per call of the backend generator
+        # would need a hook in every backend, so time the whole walk instead.
+        self._pace()
+        t0 = time.perf_counter()
+        yield from self.backend.walk_files(root)
+        self.stats.timed(st.OP_LIST_STATUS, time.perf_counter() - t0)
+
+    def mkdirs(self, path: str) -> None:
+        self.call(st.OP_MKDIRS, lambda: self.backend.mkdirs(path))
+
+    def delete_file(self, path: str) -> bool:
+        return self.call(st.OP_DELETE, lambda: self.backend.delete_file(path))
+
+    def delete_tree(self, path: str) -> bool:
+        return self.call(st.OP_DELETE, lambda: self.backend.delete_tree(path))
+
+    def remove_dir_if_empty(self, path: str) -> bool:
+        return self.call(st.OP_DELETE, lambda: self.backend.remove_dir_if_empty(path))
+
+    def read_bytes(self, path: str, limit: int | None = None) -> bytes:
+        return self.call(st.OP_READ_FILE, lambda: self.backend.read_bytes(path, limit))
+
+    def write_bytes(self, path: str, data: bytes, *, exclusive: bool = False) -> None:
+        self.call(st.OP_SAVE_FILE,
+                  lambda: self.backend.write_bytes(path, data, exclusive=exclusive))
+
+    def replace_file(self, src: str, dst: str) -> None:
+        self.call(st.OP_RENAME, lambda: self.backend.replace_file(src, dst))
+
+    def save_atomic(self, path: str, data: bytes, temp_path: str) -> None:
+        """Write ``temp_path`` then move it over ``path``: readers see old or new, never part."""
+        self.write_bytes(temp_path, data)
+        self.replace_file(temp_path, path)
+
+    def rename_file(
+        self, src: str, dst: str, *, size: int | None = None, etag: str | None = None
+    ) -> None:
+        """Rename one file without replacing anything, recovering as the module doc says."""
+        self._pace()
+        t0 = time.perf_counter()
+        try:
+            self.backend.rename_file(src, dst)
+        except (TransientStoreError, PathNotFoundError):
+            self.stats.timed(st.OP_RENAME, time.perf_counter() - t0, failed=True)
+            self._rename_slow_path(src, dst, size, etag)
+            return
+        except StoreError:
+            self.stats.timed(st.OP_RENAME, time.perf_counter() - t0, failed=True)
+            raise
+        self.stats.timed(st.OP_RENAME, time.perf_counter() - t0)
+
+    def rename_batch(self, entries: Sequence[tuple[str, str, int | None, str | None]]) -> None:
+        """Rename ``(src, dst, size, etag)`` entries; raises the first failure that no retry
+        or recovery cured. Backends with native batches get the whole batch at once."""
+        if not self.backend.native_batches:
+            rename = self.rename_file
+            for src, dst, size, etag in entries:
+                rename(src, dst, size=size, etag=etag)
+            return
+        self._pace_many(len(entries))
+        t0 = time.perf_counter()
+        results = self.backend.rename_batch([(e[0], e[1]) for e in entries])
+        elapsed = time.perf_counter() - t0
+        failures = 0
+        for (src, dst, size, etag), result in zip(entries, results, strict=True):
+            if result is None:
+                continue
+            failures += 1
+            if isinstance(result, TransientStoreError | PathNotFoundError):
+                self._rename_slow_path(src, dst, size, etag)
+            elif isinstance(result, StoreError):
+                raise result
+            else:
+                raise StoreError(f"rename {src} -> {dst} failed: {result}", src) from result
+        if entries:
+            per = elapsed / len(entries)
+            tally = Tally()
+            for _ in range(len(entries) - failures):
+                tally.timed(st.OP_RENAME, per)
+            self.stats.merge(tally)
+
+    def _pace_many(self, n: int) -> None:
+        if self.limiter is None:
+            return
+        waited, cap = 0.0, max(1, int(self.limiter.rate))
+        while n > 0:  # permits beyond one second's burst are taken a second's worth at a time
+            take = min(n, cap)
+            waited += self.limiter.acquire(take)
+            n -= take
+        if waited > 0:
+                self.stats.timed(st.STORE_IO_RATE_LIMITED, waited)
+
+    def _rename_slow_path(self, src: str, dst: str, size: int | None, etag: str | None) -> None:
+        parent_retried = False
+        for attempt in self._retrying():
+            with attempt:
+                self._pace()
+                if not self.backend.exists(src):
+                    self._recover_vanished_source(src, dst, size, etag)
+                    return
+                t0 = time.perf_counter()
+                try:
+                    self.backend.rename_file(src, dst)
+                except PathNotFoundError:
+                    self.stats.timed(st.OP_RENAME, time.perf_counter() - t0, failed=True)
+                    if parent_retried:
+                        raise
+                    parent_retried = True  # HADOOP-18242: recreate the parent, try once more
+                    self.backend.mkdirs(_parent(dst))
+                    t0 = time.perf_counter()
+                    self.backend.rename_file(src, dst)
+                except StoreError:
+                    self.stats.timed(st.OP_RENAME, time.perf_counter() - t0, failed=True)
+                    raise
+                self.stats.timed(st.OP_RENAME, time.perf_counter() - t0)
+                return
+
+    def _recover_vanished_source(
+        self, src: str, dst: str, size: int | None, etag: str | None
+    ) -> None:
+        try:
+            found = self.backend.stat(dst)
+        except PathNotFoundError:
+            raise PathNotFoundError(f"rename source not found and destination absent: {src}",
+                                    src) from None
+        # The backend decides what proves identity: a kept etag, or a content checksum where
+        # its rename is a copy that changes the etag (Azure Blob without a namespace).
+        proven = self.backend.proves_rename(found, size, etag)
+        if not proven:
+            raise AmbiguousRenameError(
+                f"rename of {src} to {dst} was retried, the source is gone and the destination "
+                f"cannot be proven to be it (expected etag {etag!r}, size {size}; found etag "
+                f"{found.etag!r}, size {found.size})",
+                dst,
+            )
+        self.stats.incr(st.RENAME_RECOVERED)

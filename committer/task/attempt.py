@@ -1,0 +1,92 @@
+"""The task-side public API: what a writer (Spark's shim, or any Python program) calls.
+
+    ta = TaskAttemptCommitter("gs://bucket/table", job_id, task_id, task_attempt_id)
+    ta.setup()
+    with open_output(ta.output_path("year=2026/part-00000.parquet")) ...   # write the files
+    manifest = ta.commit()      # or ta.abort()
+
+Nothing is visible in the destination until job commit; a committed task is its manifest.
+"""
+
+from __future__ import annotations
+
+import time
+
+from committer import statistics as st
+from committer.config import CommitterConfig
+from committer.errors import ConfigError
+from committer.layout import JobLayout, check_id, join
+from committer.store import ManagedStore, open_store
+from committer.task.manifest import save_manifest
+from committer.task.scan import scan_task_directory
+from manifest_schema import TaskManifest
+from manifest_schema.uris import location_to_uri
+
+
+def task_ids(job_id: str, task_number: int, attempt_number: int = 0) -> tuple[str, str]:
+    """Hadoop-style ``(task id, task attempt id)`` for a job, for writers without their own."""
+    check_id("job id", job_id)
+    task = f"task_{job_id}_m_{task_number:06d}"
+    return task, f"attempt_{job_id}_m_{task_number:06d}_{attempt_number}"
+
+
+class TaskAttemptCommitter:
+    """One task attempt of one job writing under ``dest``."""
+
+    def __init__(
+        self,
+        dest: str,
+        job_id: str,
+        task_id: str,
+        task_attempt_id: str,
+        *,
+        job_attempt: int = 0,
+        config: CommitterConfig | None = None,
+        store: ManagedStore | None = None,
+    ) -> None:
+        self.config = config or CommitterConfig()
+        self.layout = JobLayout(dest, job_id, job_attempt)
+        self.task_id = check_id("task id", task_id)
+        self.task_attempt_id = check_id("task attempt id", task_attempt_id)
+        self.store = store or open_store(self.layout.dest, self.config)
+        self.working_dir = self.layout.task_attempt_dir(task_attempt_id)
+
+    def setup(self) -> None:
+        self.store.mkdirs(self.working_dir)
+
+    def output_path(self, relative: str) -> str:
+        """Where to write the file that job commit will place at ``dest/relative``."""
+        parts = relative.split("/")
+        if relative.startswith("/") or any(p in ("", ".", "..") for p in parts):
+            raise ConfigError(f"output path must be relative and plain, got {relative!r}")
+        return join(self.working_dir, relative)
+
+    def commit(self) -> TaskManifest:
+        """Scan the working directory into a manifest and make it the task's committed one."""
+        t0 = time.perf_counter()
+        scan_t0 = t0
+        scan = scan_task_directory(self.store, self.working_dir, self.layout.dest)
+        self.store.stats.timed(st.TASK_STAGE_SCAN, time.perf_counter() - scan_t0)
+        self.store.stats.incr(st.COMMITTER_TASK_FILE_COUNT, len(scan.files))
+        self.store.stats.incr(st.COMMITTER_TASK_FILE_SIZE, scan.total_size)
+        self.store.stats.incr(st.COMMITTER_TASK_DIRECTORY_COUNT, len(scan.directories))
+        manifest = TaskManifest(
+            job_id=self.layout.job_id,
+            job_attempt_number=self.layout.attempt,
+            task_id=self.task_id,
+            task_attempt_id=self.task_attempt_id,
+            task_attempt_dir=location_to_uri(self.working_dir),
+            files=scan.files,
+            directories=scan.directories,
+            iostatistics=self.store.stats.snapshot(),
+        )
+        save_manifest(self.store, self.layout, manifest, self.config.manifest_save_attempts)
+        self.store.stats.timed(st.TASK_STAGE_COMMIT, time.perf_counter() - t0)
+        return manifest
+
+    def abort(self) -> None:
+        """Delete the attempt's working directory and any manifest it was part-way saving."""
+        t0 = time.perf_counter()
+        self.store.delete_tree(self.working_dir)
+        self.store.delete_file(self.layout.temp_manifest_path(self.task_attempt_id))
+        self.store.stats.timed(st.TASK_STAGE_ABORT, time.perf_counter() - t0)

@@ -1,0 +1,49 @@
+"""One local SparkSession for the whole Spark suite, created through ``committer.spark.configure``.
+
+Tests switch between this committer and Spark's default one per write (the protocol class is a
+runtime SQL option), so one session serves both sides of every comparison.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pyspark = pytest.importorskip("pyspark", reason="the spark suite needs pyspark installed")
+
+from pyspark.sql import SparkSession  # noqa: E402
+
+import committer.spark  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def spark_work_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # A space and a non-ASCII letter in every path the suite writes (HADOOP-17112).
+    path = tmp_path_factory.mktemp("spark") / "work dir ü"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture(scope="session")
+def spark(spark_work_dir: Path) -> Iterator[Any]:
+    # Python workers must run this interpreter (it has the test dependencies).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = (
+        SparkSession.builder.master("local[2, 3]")  # 2 cores; a task may fail 3 times
+        .appName("manifest-committer-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.default.parallelism", "4")
+        .config("spark.sql.warehouse.dir", str(spark_work_dir / "warehouse"))
+        .config("spark.sql.sources.partitionOverwriteMode", "static")
+        .config("spark.driver.memory", "1g")
+    )
+    session = committer.spark.configure(builder).getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
