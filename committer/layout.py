@@ -28,9 +28,14 @@ SUCCESS_MARKER = "_SUCCESS"
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,254}$")
 
 
+def is_valid_id(value: object) -> bool:
+    """True if ``value`` is safe as a single path segment."""
+    return isinstance(value, str) and _ID.match(value) is not None and ".." not in value
+
+
 def check_id(kind: str, value: str) -> str:
     """Return ``value`` if it is safe as a single path segment, else raise ``ConfigError``."""
-    if not isinstance(value, str) or not _ID.match(value) or ".." in value:
+    if not is_valid_id(value):
         raise ConfigError(f"{kind} {value!r} is not a valid id (letters, digits, '_', '.', '-')")
     return value
 

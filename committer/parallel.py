@@ -24,7 +24,7 @@ def run_parallel(
     window: int,
     on_result: Callable[[T, R], None] | None = None,
 ) -> None:
-    """Apply ``work`` to every item; ``on_result`` runs on the calling thread, in completion order."""
+    """Apply ``work`` to every item; ``on_result`` runs on the calling thread as items finish."""
     pending: dict[Future[R], T] = {}
     failure: BaseException | None = None
     it = iter(items)

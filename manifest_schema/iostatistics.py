@@ -64,7 +64,8 @@ class IOStatisticsSnapshot:
                 raise FormatError(source, f"{where}.meanstatistics.{k}", "must be an object")
             s, t = v.get("samples", 0), v.get("sum", 0)
             if not isinstance(s, int) or not isinstance(t, int):
-                raise FormatError(source, f"{where}.meanstatistics.{k}", "samples/sum must be integers")
+                raise FormatError(source, f"{where}.meanstatistics.{k}",
+                                  "samples and sum must be integers")
             means[k] = MeanStatistic(s, t)
         return cls(ints("counters"), ints("gauges"), ints("minimums"), ints("maximums"), means)
 

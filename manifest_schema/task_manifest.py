@@ -23,7 +23,9 @@ import orjson
 from manifest_schema.errors import FormatError
 from manifest_schema.iostatistics import IOStatisticsSnapshot
 
-TASK_MANIFEST_TYPE = "org.apache.hadoop.mapreduce.lib.output.committer.manifest.files.TaskManifest/1"
+TASK_MANIFEST_TYPE = (
+    "org.apache.hadoop.mapreduce.lib.output.committer.manifest.files.TaskManifest/1"
+)
 TASK_MANIFEST_VERSION = 1
 
 
@@ -145,7 +147,8 @@ def parse_document(data: bytes, source: str) -> dict[str, Any]:
         raise FormatError(source, "", "is not a JSON object")
     kind = doc.get("type")
     if kind != TASK_MANIFEST_TYPE:
-        raise FormatError(source, "type", f"is {kind!r}, not a task manifest ({TASK_MANIFEST_TYPE})")
+        raise FormatError(source, "type",
+                          f"is {kind!r}, not a task manifest ({TASK_MANIFEST_TYPE})")
     version = doc.get("version")
     if version != TASK_MANIFEST_VERSION or isinstance(version, bool):
         raise FormatError(source, "version", f"is {version!r}; only version 1 is understood")

@@ -14,13 +14,15 @@ import re
 import unicodedata
 from urllib.parse import unquote
 
-__all__ = ["is_local", "location_to_uri", "uri_to_location", "split_scheme"]
+__all__ = ["is_local", "location_to_uri", "split_scheme", "uri_to_location"]
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.\-]*):")
 # Characters java.net.URI leaves unescaped in a path component (unreserved, punct, '/', '@').
 _SAFE_ASCII = frozenset(
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789" "-_.!~*'()" ",;:$&+=" "/@"
 )
+# Non-ASCII characters java.net.URI escapes: controls, spaces, separators, private/surrogates.
+_ESCAPED_CATEGORIES = frozenset({"Cc", "Cf", "Zs", "Zl", "Zp", "Co", "Cs"})
 _ALL_SAFE = re.compile(r"^[A-Za-z0-9\-_.!~*'(),;:$&+=/@]*$")
 
 
@@ -40,7 +42,7 @@ def is_local(location: str) -> bool:
 def _escape_char(ch: str) -> str:
     if ch in _SAFE_ASCII:
         return ch
-    if ord(ch) > 0x7F and unicodedata.category(ch) not in ("Cc", "Cf", "Zs", "Zl", "Zp", "Co", "Cs"):
+    if ord(ch) > 0x7F and unicodedata.category(ch) not in _ESCAPED_CATEGORIES:
         return ch  # java.net.URI keeps "other" characters as they are
     return "".join(f"%{b:02X}" for b in ch.encode("utf-8"))
 

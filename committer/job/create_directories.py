@@ -11,6 +11,7 @@ renames that follow replace them whole, as Spark's own protocol does.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 from concurrent.futures import Executor
 
@@ -27,7 +28,7 @@ DELETE_PARTITIONS_STAGE = "replace_partitions"
 
 def leaf_directories(paths: Iterable[str]) -> list[str]:
     """The paths that are no other path's ancestor."""
-    ordered = sorted(set(p.rstrip("/") for p in paths))
+    ordered = sorted({p.rstrip("/") for p in paths})
     leaves = []
     for i, p in enumerate(ordered):
         nxt = ordered[i + 1] if i + 1 < len(ordered) else ""
@@ -74,10 +75,8 @@ def replace_partitions(
     notify(progress, DELETE_PARTITIONS_STAGE, 0, len(targets))
 
     def delete(path: str) -> None:
-        try:
+        with contextlib.suppress(PathNotFoundError):
             store.delete_tree(path)
-        except PathNotFoundError:
-            pass
 
     run_parallel(executor, targets, delete, window=2 * config.io_threads,
                  on_result=lambda _i, _r: notify(progress, DELETE_PARTITIONS_STAGE,

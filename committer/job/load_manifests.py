@@ -21,7 +21,7 @@ from committer.config import CommitterConfig
 from committer.errors import FormatError, StoreError, UntrustedManifestError
 from committer.job.plan import JobPlan, RenameEntry, RenamePlan, TaskSummary
 from committer.job.untrusted import EntryChecker
-from committer.layout import MANIFEST_SUFFIX, JobLayout
+from committer.layout import MANIFEST_SUFFIX, JobLayout, is_valid_id
 from committer.parallel import run_parallel
 from committer.progress import ProgressCallback, notify
 from committer.store.managed import ManagedStore
@@ -67,18 +67,24 @@ class _ManifestLoader:
             data = self.store.read_bytes(path, limit=self.config.manifest_max_bytes)
             doc = parse_document(data, path)
         except (StoreError, FormatError) as e:
-            return _Loaded(None, problems=[f"{path}: {e}" if isinstance(e, StoreError) else str(e)])
+            reason = f"{path}: {e}" if isinstance(e, StoreError) else str(e)
+            return _Loaded(None, problems=[reason])
         out = _Loaded(None)
         problems = out.problems
         attempt_id: str = doc["taskAttemptID"]
         if doc["jobId"] != self.layout.job_id:
-            problems.append(f"{path}: jobId is {doc['jobId']!r}, not this job ({self.layout.job_id})")
+            problems.append(
+                f"{path}: jobId is {doc['jobId']!r}, not this job ({self.layout.job_id})")
         if doc.get("jobAttemptNumber", 0) != self.layout.attempt:
             problems.append(f"{path}: jobAttemptNumber is {doc.get('jobAttemptNumber')}, "
                             f"not this attempt ({self.layout.attempt})")
         if doc["taskID"] != task_id:
-            problems.append(f"{path}: taskID is {doc['taskID']!r} but the file is named for {task_id!r}")
-        if self.expected is not None and self.expected.get(task_id) != attempt_id:
+            problems.append(
+                f"{path}: taskID is {doc['taskID']!r} but the file is named for {task_id!r}")
+        if not is_valid_id(attempt_id):
+            # it becomes part of the allowed source prefix: "../x" would widen that prefix
+            problems.append(f"{path}: taskAttemptID {attempt_id!r} is not a valid id")
+        elif self.expected is not None and self.expected.get(task_id) != attempt_id:
             problems.append(f"{path}: written by task attempt {attempt_id}, but the committed "
                             f"attempt of {task_id} is {self.expected.get(task_id)}")
         if problems:
@@ -87,7 +93,7 @@ class _ManifestLoader:
         entries = out.entries
         size = 0
         try:
-            for s, d, z, e in iter_file_entries(doc, path):
+            for s, d, z, etag in iter_file_entries(doc, path):
                 src, why = check_source(s, attempt_id)
                 if src is None:
                     problems.append(f"{path}: {why}")
@@ -96,7 +102,7 @@ class _ManifestLoader:
                 if dst is None:
                     problems.append(f"{path}: {why}")
                     continue
-                entries.append((src, dst, z, e))
+                entries.append((src, dst, z, etag))
                 size += z
                 if len(out.dest_uris) < self.config.success_file_names:
                     out.dest_uris.append(d)
@@ -107,8 +113,10 @@ class _ManifestLoader:
                         problems.append(f"{path}: {why}")
                     continue
                 out.directories[loc] = entry.level
-        except (FormatError, ValueError) as e:
-            problems.append(str(e) if isinstance(e, FormatError) else f"{path}: {e}")
+        except FormatError as e:
+            problems.append(str(e))
+        except ValueError as e:
+            problems.append(f"{path}: {e}")
         if len(problems) > PROBLEMS_PER_MANIFEST:
             extra = len(problems) - PROBLEMS_PER_MANIFEST
             del problems[PROBLEMS_PER_MANIFEST:]
@@ -177,7 +185,7 @@ def load_manifests(
         notify(progress, STAGE, done, total)
 
     run_parallel(executor, work, loader.load, window=2 * config.io_threads, on_result=merge)
-    del hashes
+    hashes.clear()  # release it before the confirmation pass
     if suspects:
         problems.extend(_confirm_duplicates(plan.renames, suspects))
     if problems:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import BinaryIO
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +112,13 @@ class Store(ABC):
         if expected.startswith(CHECKSUM_PREFIXES):
             return found.checksum == expected
         return self.rename_keeps_etag and found.etag == expected
+
+    def open_write(self, path: str) -> BinaryIO:
+        """A binary stream writing a new file at ``path`` (parents created as needed)."""
+        import fsspec
+
+        stream: BinaryIO = fsspec.open(path, "wb").open()
+        return stream
 
     def exists(self, path: str) -> bool:
         from committer.errors import PathNotFoundError

@@ -16,7 +16,7 @@ import random
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import BinaryIO, TypeVar
 
 from committer.errors import PathNotFoundError, TransientStoreError
 from committer.store.base import FileStatus, Store
@@ -102,6 +102,9 @@ class FaultInjectingStore(Store):
 
     def read_bytes(self, path: str, limit: int | None = None) -> bytes:
         return self._do("read_bytes", path, lambda: self.inner.read_bytes(path, limit))
+
+    def open_write(self, path: str) -> BinaryIO:
+        return self._do("write_bytes", path, lambda: self.inner.open_write(path))
 
     def write_bytes(self, path: str, data: bytes, *, exclusive: bool = False) -> None:
         self._do("write_bytes", path,

@@ -6,7 +6,7 @@ conditional-create semantics; everything here holds for any fsspec implementatio
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, BinaryIO
 
 from committer.errors import PathExistsError, PathNotFoundError, StoreError, TransientStoreError
 from committer.store.base import FileStatus, Store
@@ -23,7 +23,8 @@ def classify(e: BaseException, path: str) -> StoreError:
         return PathNotFoundError(f"not found: {path}", path)
     if isinstance(e, FileExistsError):
         return PathExistsError(f"already exists: {path}", path)
-    status = getattr(e, "status", None) or getattr(e, "status_code", None) or getattr(e, "code", None)
+    status = (getattr(e, "status", None) or getattr(e, "status_code", None)
+              or getattr(e, "code", None))
     if status in (408, 429, 500, 502, 503, 504) or isinstance(e, TimeoutError | ConnectionError):
         return TransientStoreError(f"{type(e).__name__} ({status}) on {path}: {e}", path)
     if any(n in type(e).__name__ for n in _TRANSIENT_NAMES):
@@ -59,7 +60,8 @@ class FsspecStore(Store):
             0 if is_dir else int(info.get("size") or 0),
             is_dir,
             None if is_dir else _etag(info),
-            mtime.timestamp() if hasattr(mtime, "timestamp") else None,
+            float(mtime.timestamp()) if mtime is not None and hasattr(mtime, "timestamp")
+            else None,
         )
 
     def stat(self, path: str) -> FileStatus:
@@ -128,6 +130,13 @@ class FsspecStore(Store):
         except Exception as e:
             raise classify(e, path) from e
         return data
+
+    def open_write(self, path: str) -> BinaryIO:
+        try:
+            stream: BinaryIO = self.fs.open(path, "wb")
+        except Exception as e:
+            raise classify(e, path) from e
+        return stream
 
     def write_bytes(self, path: str, data: bytes, *, exclusive: bool = False) -> None:
         try:

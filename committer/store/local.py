@@ -17,6 +17,7 @@ import os
 import shutil
 import stat as statmod
 from collections.abc import Iterator
+from typing import BinaryIO
 
 from committer.errors import PathExistsError, PathNotFoundError, StoreError, TransientStoreError
 from committer.store.base import FileStatus, Store
@@ -207,6 +208,14 @@ class LocalStore(Store):
         if len(data) > limit:
             raise StoreError(f"file is larger than the limit of {limit} bytes: {p}", p)
         return data
+
+    def open_write(self, path: str) -> BinaryIO:
+        p = local_path(path)
+        try:
+            os.makedirs(os.path.dirname(p), exist_ok=True)
+            return open(p, "wb")
+        except OSError as e:
+            raise translate(e, p) from None
 
     def write_bytes(self, path: str, data: bytes, *, exclusive: bool = False) -> None:
         p = local_path(path)

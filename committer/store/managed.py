@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import TypeVar
+from typing import BinaryIO, TypeVar
 
 from tenacity import (
     RetryCallState,
@@ -158,6 +158,14 @@ class ManagedStore:
     def write_bytes(self, path: str, data: bytes, *, exclusive: bool = False) -> None:
         self.call(st.OP_SAVE_FILE,
                   lambda: self.backend.write_bytes(path, data, exclusive=exclusive))
+
+    def identity(self, status: FileStatus) -> str | None:
+        """What to record for ``status`` so an ambiguous rename can be proven later
+        (see ``Store.identity``): the etag, or a content checksum on copy-based stores."""
+        return self.backend.identity(status)
+
+    def open_write(self, path: str) -> BinaryIO:
+        return self.call(st.OP_SAVE_FILE, lambda: self.backend.open_write(path))
 
     def replace_file(self, src: str, dst: str) -> None:
         self.call(st.OP_RENAME, lambda: self.backend.replace_file(src, dst))

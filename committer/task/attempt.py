@@ -11,6 +11,7 @@ Nothing is visible in the destination until job commit; a committed task is its 
 from __future__ import annotations
 
 import time
+from typing import BinaryIO
 
 from committer import statistics as st
 from committer.config import CommitterConfig
@@ -60,6 +61,10 @@ class TaskAttemptCommitter:
         if relative.startswith("/") or any(p in ("", ".", "..") for p in parts):
             raise ConfigError(f"output path must be relative and plain, got {relative!r}")
         return join(self.working_dir, relative)
+
+    def open_output(self, relative: str) -> BinaryIO:
+        """Open ``relative`` for writing in the working directory (parents created as needed)."""
+        return self.store.open_write(self.output_path(relative))
 
     def commit(self) -> TaskManifest:
         """Scan the working directory into a manifest and make it the task's committed one."""
