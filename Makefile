@@ -14,7 +14,13 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
-setup: $(STAMP)
+# Azurite (the Azure Blob emulator the tests and benchmarks start) comes from npm.
+NPM_STAMP := node_modules/.installed
+$(NPM_STAMP): package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $(NPM_STAMP)
+
+setup: $(STAMP) $(NPM_STAMP)
 
 # The whole suite (what .ci/run calls).
 test: setup
@@ -34,3 +40,11 @@ bench: setup
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache benchmarks/results
+
+# The JVM shim jar, compiled from source against the installed pyspark (cached); prints its path.
+jar: setup
+	$(PYTHON) -m committer.spark.build
+
+# The README's main command: a real PySpark job writes through the committer, prints _SUCCESS.
+demo: setup jar
+	$(PYTHON) -m committer.spark.demo

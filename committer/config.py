@@ -37,6 +37,20 @@ def _opt_str(text: str) -> str | None:
     return text.strip() or None
 
 
+LOCK_MODES = ("auto", "always", "never")
+CONFLICT_POLICIES = ("fail", "last-writer-wins")
+
+
+def _choice(*allowed: str) -> Callable[[str], str]:
+    def parse(text: str) -> str:
+        value = text.strip().lower()
+        if value not in allowed:
+            raise ValueError(f"expected one of {', '.join(allowed)}, got {text!r}")
+        return value
+
+    return parse
+
+
 @dataclass(frozen=True)
 class CommitterConfig:
     """Immutable settings for task and job commit. Defaults follow Hadoop's where they exist."""
@@ -62,7 +76,8 @@ class CommitterConfig:
     mark_successful_jobs: bool = True
     # Store operations per second across all stages; 0 means no limit.
     io_rate_limit: int = 0
-    # Retries of transient store failures (throttling, timeouts): attempts and backoff bounds.
+    # Retries of transient store failures (throttling, timeouts): how many after the first
+    # call, and the backoff's scale and bound.
     retry_attempts: int = 6
     retry_initial_delay_ms: int = 50
     retry_max_delay_ms: int = 10_000
@@ -70,6 +85,21 @@ class CommitterConfig:
     manifest_max_bytes: int = 256 * 1024 * 1024
     # Destination file names recorded in _SUCCESS (as Hadoop: the first 100).
     success_file_names: int = 100
+    # Crash safety and concurrency (docs/configuration.md, "Crash safety and concurrency").
+    # Destination lock: "auto" takes it for overwrite commits only, "always", or "never".
+    lock_mode: str = "auto"
+    # How long a commit waits for another job's lock before failing, and how long a lease
+    # lives without a heartbeat before another job may take it over.
+    lock_wait_ms: int = 120_000
+    lock_lease_ms: int = 60_000
+    # Record each commit under <dest>/_manifest_committer/history/; a repeated commit of a
+    # recorded job id is then a no-op returning the first commit's summary.
+    history_enabled: bool = True
+    # Abort undoes what a failed or interrupted commit did (and restores moved-aside data).
+    abort_rollback: bool = True
+    # A destination file that already exists: "fail", or "last-writer-wins" (the old file is
+    # moved aside into the job directory, so a rollback can put it back).
+    conflict_policy: str = "fail"
     # fsspec storage options for the destination's store (credentials, endpoints).
     storage_options: Mapping[str, Any] = field(default_factory=dict)
     # Keys under the committer prefix that this version does not know (kept for diagnostics).
@@ -85,6 +115,13 @@ class CommitterConfig:
         for name in non_negative:
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must not be negative, got {getattr(self, name)}")
+        if self.lock_mode not in LOCK_MODES or self.conflict_policy not in CONFLICT_POLICIES:
+            raise ConfigError(f"lock_mode must be one of {LOCK_MODES} and conflict_policy one "
+                              f"of {CONFLICT_POLICIES}, got {self.lock_mode!r}, "
+                              f"{self.conflict_policy!r}")
+        if self.lock_wait_ms < 0 or self.lock_lease_ms < 1000:
+            raise ConfigError("lock_wait_ms must not be negative and lock_lease_ms must be at "
+                              f"least 1000, got {self.lock_wait_ms}, {self.lock_lease_ms}")
 
     @classmethod
     def from_hadoop_conf(
@@ -136,6 +173,12 @@ KEYS: tuple[Key, ...] = (
     Key(PREFIX + "retry.max.delay.ms", "retry_max_delay_ms", int),
     Key(PREFIX + "manifest.max.bytes", "manifest_max_bytes", int),
     Key(PREFIX + "success.file.names", "success_file_names", int),
+    Key(PREFIX + "lock.mode", "lock_mode", _choice(*LOCK_MODES)),
+    Key(PREFIX + "lock.wait.ms", "lock_wait_ms", int),
+    Key(PREFIX + "lock.lease.ms", "lock_lease_ms", int),
+    Key(PREFIX + "history.enabled", "history_enabled", _bool),
+    Key(PREFIX + "abort.rollback", "abort_rollback", _bool),
+    Key(PREFIX + "conflict.policy", "conflict_policy", _choice(*CONFLICT_POLICIES)),
 )
 KEYS_BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}
 

@@ -15,6 +15,8 @@ import re
 from dataclasses import dataclass
 
 from committer.errors import ConfigError
+from committer.store.local import local_path
+from manifest_schema.uris import is_local
 
 TEMPORARY_DIR = "_temporary"
 JOB_DIR_PREFIX = "manifest_"
@@ -61,7 +63,10 @@ class JobLayout:
         check_id("job id", self.job_id)
         if not 0 <= self.attempt <= 99:
             raise ConfigError(f"job attempt {self.attempt} is outside 0..99")
-        object.__setattr__(self, "dest", self.dest.rstrip("/") or "/")
+        # One spelling per location: a local destination is a plain path (``file:///x`` and
+        # ``file:/x`` become ``/x``), as the local store reports its listings.
+        dest = local_path(self.dest) if is_local(self.dest) else self.dest
+        object.__setattr__(self, "dest", dest.rstrip("/") or "/")
 
     @property
     def temporary_dir(self) -> str:

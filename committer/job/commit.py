@@ -1,7 +1,14 @@
 """The job-side public API: set up, commit, abort. ``commit`` reads top to bottom as the protocol:
 
-    load_manifests -> [replace_partitions] -> create_directories -> rename_files
+    load_manifests -> [move replaced partitions aside] -> create_directories -> rename_files
         -> [validate_output] -> _SUCCESS -> cleanup
+
+Every commit runs inside a :class:`CommitTransaction` (``transaction.py``): a journal in the job
+directory records the plan before anything moves and each stage as it completes, so a commit
+killed at any point can be resumed (by committing again, or ``recovery.resume``) or rolled back
+(``recovery.rollback``; ``abort`` does it too); overwritten data is moved aside, not deleted,
+until ``_SUCCESS`` is written; a job id already committed replays its first summary; the
+destination lock is held where the configuration asks for it.
 
 One thread pool serves every stage of one commit and is always shut down with it (HADOOP-16798).
 A failed commit leaves the job directory for ``abort`` (Spark calls it), writes the failure
@@ -25,13 +32,17 @@ from committer.errors import (
     ManifestCommitterError,
     UntrustedManifestError,
 )
+from committer.job import move_aside as aside
 from committer.job.cleanup import cleanup_job
-from committer.job.create_directories import create_directories, replace_partitions
+from committer.job.create_directories import create_directories
+from committer.job.journal import State, load_journal
 from committer.job.load_manifests import load_manifests
 from committer.job.plan import JobPlan
+from committer.job.recovery import rollback_job
 from committer.job.rename_files import rename_files
 from committer.job.setup import setup_job
 from committer.job.summary import build_summary, save_report, save_success_marker
+from committer.job.transaction import CommitTransaction, lock_wanted, open_lock
 from committer.job.validate_output import validate_output
 from committer.layout import JobLayout, join
 from committer.progress import ProgressCallback
@@ -91,74 +102,124 @@ class JobCommitter:
         t_start = time.perf_counter()
         plan: JobPlan | None = None
         stats, cfg, progress = self.store.stats, self.config, self.progress
+        txn = CommitTransaction(self.store, self.layout, cfg,
+                                dynamic=self.dynamic_partition_overwrite)
         try:
             with ThreadPoolExecutor(cfg.io_threads,
                                     thread_name_prefix=f"commit-{self.layout.job_id[:16]}") as pool:
-                t0 = time.perf_counter()
-                plan = load_manifests(self.store, self.layout, cfg, pool,
-                                      committed_tasks=committed_tasks,
-                                      extra_destination_roots=extra_destination_roots,
-                                      progress=progress)
-                stats.timed(st.STAGE_LOAD_MANIFESTS, time.perf_counter() - t0)
-                stats.incr(st.COMMITTER_TASKS_COMPLETED, len(plan.tasks))
-
-                stage = "create_directories"
-                t0 = time.perf_counter()
-                if self.dynamic_partition_overwrite:
-                    replace_partitions(self.store, plan, self.layout.dest, cfg, pool, progress)
-                create_directories(self.store, plan, self.layout.dest, cfg, pool, progress)
-                stats.timed(st.STAGE_CREATE_TARGET_DIRS, time.perf_counter() - t0)
-
-                stage = "rename_files"
-                t0 = time.perf_counter()
-                renamed = rename_files(self.store, plan, cfg, pool, progress)
-                stats.timed(st.STAGE_RENAME_FILES, time.perf_counter() - t0)
-                stats.incr(st.COMMITTER_FILES_COMMITTED, renamed)
-                stats.incr(st.COMMITTER_BYTES_COMMITTED, plan.bytes)
-
-                if cfg.validate_output:
-                    stage = "validate_output"
+                replayed = txn.open(committed_tasks, extra_destination_roots)
+                if replayed is not None:
+                    self._discard_replayed(pool)
+                    return replayed
+                if txn.loads_manifests:
                     t0 = time.perf_counter()
-                    validate_output(self.store, plan, cfg, pool, progress)
-                    stats.timed(st.STAGE_VALIDATE_OUTPUT, time.perf_counter() - t0)
+                    plan = load_manifests(self.store, self.layout, cfg, pool,
+                                          committed_tasks=txn.tasks_to_load(),
+                                          extra_destination_roots=txn.extra_roots,
+                                          progress=progress)
+                    stats.timed(st.STAGE_LOAD_MANIFESTS, time.perf_counter() - t0)
+                    stats.incr(st.COMMITTER_TASKS_COMPLETED, len(plan.tasks))
+                    txn.plan(plan, pool)
+
+                    stage = "create_directories"
+                    t0 = time.perf_counter()
+                    txn.move_partitions_aside(pool, progress)
+                    if txn.renaming():
+                        create_directories(self.store, plan, self.layout.dest, cfg, pool,
+                                           progress)
+                        stats.timed(st.STAGE_CREATE_TARGET_DIRS, time.perf_counter() - t0)
+
+                        stage = "rename_files"
+                        t0 = time.perf_counter()
+                        replacing = cfg.delete_target_files or \
+                            cfg.conflict_policy == "last-writer-wins"
+                        renamed = rename_files(self.store, plan, cfg, pool, progress,
+                                               on_exists=txn.displacer() if replacing else None)
+                        txn.renamed()
+                        stats.timed(st.STAGE_RENAME_FILES, time.perf_counter() - t0)
+                        stats.incr(st.COMMITTER_FILES_COMMITTED, renamed)
+                        stats.incr(st.COMMITTER_BYTES_COMMITTED, plan.bytes)
+
+                    if cfg.validate_output:
+                        stage = "validate_output"
+                        t0 = time.perf_counter()
+                        validate_output(self.store, plan, cfg, pool, progress)
+                        stats.timed(st.STAGE_VALIDATE_OUTPUT, time.perf_counter() - t0)
 
                 stage = "save_success_marker"
                 stats.timed(st.COMMIT_JOB, time.perf_counter() - t_start)
-                summary = self._summary(plan, success=True, stage=stage)
-                if cfg.mark_successful_jobs:
-                    save_success_marker(self.store, self.layout, summary)
-                self._keep_manifests(plan)
+                summary = txn.save_success(
+                    self._summary(plan, success=True, stage=stage),
+                    lambda s: save_success_marker(self.store, self.layout, s))
+                if plan is not None:
+                    self._keep_manifests(plan)
 
                 stage = "cleanup"
-                if not cfg.cleanup_skipped:
-                    self._cleanup_after_success(pool)
+                self._cleanup_after_success(pool, txn)
         except ManifestCommitterError as e:
+            txn.forget_if_unstarted()
             self._fail(plan, stage, e)
             if isinstance(e, _PASS_THROUGH):
                 raise
             raise CommitFailedError(stage, str(e)) from e
         except Exception as e:
+            txn.forget_if_unstarted()
             self._fail(plan, stage, e)
             raise CommitFailedError(stage, f"{type(e).__name__}: {e}") from e
         finally:
             if plan is not None:
                 plan.renames.close()
+            txn.close()
         save_report(cfg, summary)
         return summary
 
     def abort(self) -> None:
-        """Delete this job's directory. Never raises: an abort must not mask the error that
-        caused it, so failures are logged."""
+        """Undo whatever a failed or interrupted commit of this job did (with
+        ``abort.rollback``, the default: renamed files go back, moved-aside data is restored),
+        then delete this job's directory. Never raises: an abort must not mask the error that
+        caused it, so failures are logged, and the job directory is then kept for a later
+        ``rollback``."""
         t0 = time.perf_counter()
         try:
             self._resolve_layout()
-            with ThreadPoolExecutor(self.config.io_threads,
-                                    thread_name_prefix="abort") as pool:
-                cleanup_job(self.store, self.layout, self.config, pool)
+            journal = load_journal(self.store, self.layout)
+            undo = journal is not None or bool(aside.records(self.store, self.layout))
+            if journal is not None and journal.state >= State.CLEANING:
+                undo = False  # committed; only its cleanup is left, which this finishes
+            if self.config.abort_rollback and undo:
+                rollback_job(self.store, self.layout, self.config, progress=self.progress)
+            else:
+                with ThreadPoolExecutor(self.config.io_threads,
+                                        thread_name_prefix="abort") as pool:
+                    cleanup_job(self.store, self.layout, self.config, pool)
         except Exception:
             LOG.exception("abort of job %s could not remove %s", self.layout.job_id,
                           self.layout.job_dir)
         self.store.stats.timed(st.STAGE_ABORT, time.perf_counter() - t0)
+
+    def move_aside(self, path: str) -> bool:
+        """Static overwrite: what Spark's ``FileCommitProtocol.deleteWithJob`` calls instead of
+        deleting ``path`` (a location on the destination's store). The file or tree is moved
+        into this job's directory; the commit deletes it after ``_SUCCESS``, and an abort or
+        rollback puts it back. Returns ``False`` if nothing was there. Called before ``setup``
+        (as Spark does) or after it, but not once the commit has started."""
+        self._resolve_layout()
+        if load_journal(self.store, self.layout) is not None:
+            raise JobConflictError(f"job {self.layout.job_id} is already committing; "
+                                   f"{path} cannot be moved aside now")
+        lock = (open_lock(self.store, self.layout, self.config, "move-aside")
+                if lock_wanted(self.config, "static-overwrite") else None)
+        if lock is not None:
+            lock.acquire()
+        try:
+            with ThreadPoolExecutor(self.config.io_threads,
+                                    thread_name_prefix="move-aside") as pool:
+                moved = aside.record_and_move(self.store, self.layout, path, pool,
+                                              2 * self.config.io_threads)
+        finally:
+            if lock is not None:
+                lock.release()
+        return moved is not None
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -202,12 +263,25 @@ class JobCommitter:
             name = path.rstrip("/").rsplit("/", 1)[-1]
             out.write_bytes(join(base, name), self.store.read_bytes(path))
 
-    def _cleanup_after_success(self, pool: ThreadPoolExecutor) -> None:
+    def _discard_replayed(self, pool: ThreadPoolExecutor) -> None:
+        # The job id committed before; task output set up again under it is a duplicate that
+        # must not be committed, and is removed like any finished job's directory.
+        if self.config.cleanup_skipped:
+            return
+        if self.store.exists(self.layout.attempt_dir):
+            LOG.warning("job %s was already committed; discarding %s", self.layout.job_id,
+                        self.layout.attempt_dir)
+            cleanup_job(self.store, self.layout, self.config, pool)
+        else:  # the first commit may have died between removing its directory and _temporary
+            self.store.remove_dir_if_empty(self.layout.temporary_dir)
+
+    def _cleanup_after_success(self, pool: ThreadPoolExecutor, txn: CommitTransaction) -> None:
         # The output is committed and _SUCCESS written: a failure to tidy up is reported, not
         # turned into a failed job (the output would be there, but Spark would call it failed).
         t0 = time.perf_counter()
         try:
-            cleanup_job(self.store, self.layout, self.config, pool, self.progress)
+            txn.finish(pool, lambda: cleanup_job(self.store, self.layout, self.config, pool,
+                                                 self.progress))
         except ManifestCommitterError:
             LOG.exception("job %s committed, but its directory %s could not be removed",
                           self.layout.job_id, self.layout.job_dir)

@@ -5,25 +5,24 @@ tasks listed it, in parallel. A directory that a concurrent job creates first is
 standing where a directory must go is deleted only when ``delete_target_files`` is set;
 otherwise the commit stops, naming it, before any file is renamed.
 
-With dynamic partition overwrite, the partitions this job writes are first emptied, so the
-renames that follow replace them whole, as Spark's own protocol does.
+With dynamic partition overwrite, the partitions this job writes are first moved aside into the
+job directory (``transaction.py``, ``move_aside.py``), so the renames that follow replace them
+whole, as Spark's own protocol does, while a rollback can still restore them.
 """
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterable
 from concurrent.futures import Executor
 
 from committer.config import CommitterConfig
-from committer.errors import PathExistsError, PathNotFoundError
+from committer.errors import PathExistsError
 from committer.job.plan import JobPlan
 from committer.parallel import Counter, run_parallel
 from committer.progress import ProgressCallback, notify
 from committer.store.managed import ManagedStore
 
 STAGE = "create_directories"
-DELETE_PARTITIONS_STAGE = "replace_partitions"
 
 
 def leaf_directories(paths: Iterable[str]) -> list[str]:
@@ -62,26 +61,6 @@ def _make_directory(store: ManagedStore, path: str, dest: str, delete_files: boo
             store.delete_file(candidate)
             break
     store.mkdirs(path)
-
-
-def replace_partitions(
-    store: ManagedStore, plan: JobPlan, dest: str, config: CommitterConfig, executor: Executor,
-    progress: ProgressCallback | None,
-) -> int:
-    """Dynamic partition overwrite: delete every partition directory this job writes into."""
-    dest = dest.rstrip("/")
-    targets = sorted(p for p in plan.partitions if p != dest and p.startswith(dest + "/"))
-    counter = Counter()
-    notify(progress, DELETE_PARTITIONS_STAGE, 0, len(targets))
-
-    def delete(path: str) -> None:
-        with contextlib.suppress(PathNotFoundError):
-            store.delete_tree(path)
-
-    run_parallel(executor, targets, delete, window=2 * config.io_threads,
-                 on_result=lambda _i, _r: notify(progress, DELETE_PARTITIONS_STAGE,
-                                                 counter.add(1), len(targets)))
-    return len(targets)
 
 
 def create_directories(

@@ -92,12 +92,17 @@ class _ManifestLoader:
         check_source, check_dest = self.checker.source, self.checker.destination
         entries = out.entries
         size = 0
+        sources: set[str] = set()  # sources lie in this attempt's own directory: per manifest
         try:
             for s, d, z, etag in iter_file_entries(doc, path):
                 src, why = check_source(s, attempt_id)
                 if src is None:
                     problems.append(f"{path}: {why}")
                     continue
+                if src in sources:  # else the second rename fails after others have moved
+                    problems.append(f"{path}: source {s} is listed twice")
+                    continue
+                sources.add(src)
                 dst, why = check_dest(d)
                 if dst is None:
                     problems.append(f"{path}: {why}")

@@ -7,6 +7,7 @@ stops new chunks from starting and is raised once the chunks in flight have fini
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import Executor
 
 from committer.config import CommitterConfig
@@ -19,26 +20,33 @@ from committer.store.managed import ManagedStore
 STAGE = "rename_files"
 
 
-def _rename_replacing(store: ManagedStore, chunk: Chunk) -> None:
+def _rename_replacing(store: ManagedStore, chunk: Chunk,
+                      on_exists: Callable[[str], None] | None) -> None:
     for src, dst, size, etag in chunk.entries:
         try:
             store.rename_file(src, dst, size=size, etag=etag)
         except PathExistsError:
-            store.delete_file(dst)
+            if on_exists is not None:
+                on_exists(dst)  # moves the old file aside (recoverable), see move_aside.py
+            else:
+                store.delete_file(dst)
             store.rename_file(src, dst, size=size, etag=etag)
 
 
 def rename_files(
     store: ManagedStore, plan: JobPlan, config: CommitterConfig, executor: Executor,
     progress: ProgressCallback | None,
+    on_exists: Callable[[str], None] | None = None,
 ) -> int:
+    """Rename every planned file; an existing destination fails the rename unless
+    ``delete_target_files`` is set or ``on_exists`` is given to clear it first."""
     total = plan.files
     done = 0
     notify(progress, STAGE, 0, total)
 
     def work(chunk: Chunk) -> int:
-        if config.delete_target_files:
-            _rename_replacing(store, chunk)
+        if config.delete_target_files or on_exists is not None:
+            _rename_replacing(store, chunk, on_exists)
         else:
             store.rename_batch(chunk.entries)
         return len(chunk.entries)

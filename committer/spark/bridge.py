@@ -37,13 +37,13 @@ class PythonJobCommitEngine:
             response = error_response(exc)
         return json.dumps(response, separators=(",", ":"))
 
-    def setupJob(self, requestJson: str) -> str:  # noqa: N802, N803 - Java interface names
+    def setupJob(self, requestJson: str) -> str:
         return self._call("setupJob", requestJson)
 
-    def commitJob(self, requestJson: str) -> str:  # noqa: N802, N803
+    def commitJob(self, requestJson: str) -> str:
         return self._call("commitJob", requestJson)
 
-    def abortJob(self, requestJson: str) -> str:  # noqa: N802, N803
+    def abortJob(self, requestJson: str) -> str:
         return self._call("abortJob", requestJson)
 
     class Java:
@@ -69,7 +69,7 @@ def register(spark: Any, engine: PythonJobCommitEngine | None = None) -> PythonJ
 
     sc = spark.sparkContext
     gateway = sc._gateway
-    ensure_callback_server_started(gateway)
+    ensure_callback_server_started(gateway)  # type: ignore[no-untyped-call]
     registry = _registry(spark)
     engine = engine if engine is not None else PythonJobCommitEngine()
     with _lock:

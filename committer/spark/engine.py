@@ -5,12 +5,15 @@ Both transports go through :func:`handle`: the in-process Py4J callback
 The request is built by the JVM shim (``EngineClient``/``ManifestCommitProtocol``)::
 
     {"operation": "setupJob" | "commitJob" | "abortJob",
-     "jobId": str, "jobAttempt": int, "destination": str, "destinationUri": str,
+     "jobId": str, "jobAttempt": int,
+     "destination": str,       # Spark's path string, for messages
+     "destinationUri": str,    # Hadoop Path.toUri().toString(): what the engine uses
      "dynamicPartitionOverwrite": bool, "conf": {str: str},
      # commitJob only:
      "committedTasks": [{"taskId", "taskAttemptId", "manifestPath", "files", "bytes",
                          "partitions", "absoluteDirectories"}, ...],
-     "extraDestinationRoots": [str, ...], "partitions": [str, ...]}
+     "extraDestinationRoots": [uri, ...],   # custom partition locations, Hadoop URI strings
+     "partitions": [str, ...]}
 
 and the response is ``{"ok": true, "result": {...}}`` or
 ``{"ok": false, "error": str, "errorType": str}``.
@@ -24,6 +27,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from committer.errors import ConfigError, ManifestCommitterError
+from manifest_schema.uris import uri_to_location
 
 __all__ = ["OPERATIONS", "RequestError", "error_response", "handle"]
 
@@ -77,6 +81,14 @@ def committed_tasks(request: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
+def _location(uri: str) -> str:
+    """The engine's location for a Hadoop URI string from the JVM (decoded exactly once)."""
+    try:
+        return uri_to_location(uri)
+    except ValueError as exc:
+        raise RequestError(str(exc)) from None
+
+
 def _job(request: Mapping[str, Any]) -> Any:
     from committer.config import CommitterConfig
     from committer.job import JobCommitter
@@ -85,7 +97,7 @@ def _job(request: Mapping[str, Any]) -> Any:
     if not isinstance(attempt, int) or isinstance(attempt, bool):
         raise RequestError(f"request field 'jobAttempt' must be an integer, got {attempt!r}")
     return JobCommitter(
-        dest=_str(request, "destination"),
+        dest=_location(_str(request, "destinationUri")),
         job_id=_str(request, "jobId"),
         job_attempt=attempt,
         config=CommitterConfig.from_hadoop_conf(_conf(request)),
@@ -106,7 +118,10 @@ def _run(request: Mapping[str, Any]) -> dict[str, Any]:
         job.abort()
         return {}
     tasks = committed_tasks(request)
-    roots = _str_list(request.get("extraDestinationRoots"), "extraDestinationRoots")
+    roots = [
+        _location(uri)
+        for uri in _str_list(request.get("extraDestinationRoots"), "extraDestinationRoots")
+    ]
     summary = job.commit(committed_tasks=tasks, extra_destination_roots=roots)
     doc = summary.to_json()
     metrics = doc.get("metrics") or {}

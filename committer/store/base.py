@@ -81,6 +81,10 @@ class Store(ABC):
         """Write a whole file (parents created as needed); with ``exclusive``, a
         ``PathExistsError`` if it exists, decided atomically by the store."""
 
+    #: True when ``walk_files`` is one flat listing of the prefix (object stores), fetched whole
+    #: before it yields: the managed store can then retry it like any single operation.
+    flat_walk: bool = False
+
     #: True when ``rename_batch`` runs its renames concurrently (async cloud backends); then the
     #: managed store hands it whole batches instead of looping over ``rename_file``.
     native_batches: bool = False

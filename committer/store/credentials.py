@@ -69,14 +69,15 @@ _NOT_SECRET_KEYS = frozenset({
 })
 
 # Secret-shaped fragments, for text whose secrets were never registered (an SDK's own message).
+_SECRET_FIELDS = r"(?:client_secret|private_key|refresh_token|access_token|account_key|sas_token)"
 _PATTERNS = (
+    re.compile(r"(-----BEGIN [A-Z ]*PRIVATE KEY-----)[\s\S]*?(?=-----END|$)"),
     re.compile(r"(?i)(\bsig=)[^&\s\"'<>]+"),
     re.compile(r"(?i)(AccountKey=)[^;\s\"'<>]+"),
     re.compile(r"(?i)(SharedAccessSignature=)[^;\s\"'<>]+"),
     re.compile(r"(?i)(Authorization:\s*(?:Bearer|SharedKey)\s+)[^\s,\"'<>]+"),
-    re.compile(r"(?i)(\"?(?:client_secret|private_key|refresh_token|access_token)\"?\s*[:=]\s*\"?)"
-               r"[^\"&\s,}]+"),
-    re.compile(r"(-----BEGIN [A-Z ]*PRIVATE KEY-----)[\s\S]*?(?=-----END)"),
+    re.compile(r"(?i)(\"" + _SECRET_FIELDS + r"\"\s*:\s*\")(?:\\.|[^\"\\])*"),
+    re.compile(r"(?i)(\b" + _SECRET_FIELDS + r"\s*=\s*)[^&\s,;]+"),
 )
 
 _secrets: set[str] = set()
@@ -178,7 +179,7 @@ def _azure_options(conf: Mapping[str, str], location: str) -> dict[str, Any]:
         acct = parts.path.strip("/").split("/")[0] or account
         if not acct:
             raise ConfigError(f"{AZURE_BLOB_ENDPOINT_KEY} must name the account in its path")
-        key = pick("fs.azure.account.key")
+        key = conf.get(f"fs.azure.account.key.{acct}") or pick("fs.azure.account.key")
         if key is None:
             raise ConfigError(f"{AZURE_BLOB_ENDPOINT_KEY} needs fs.azure.account.key.<account>")
         register_secret(key)

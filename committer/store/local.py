@@ -194,6 +194,16 @@ class LocalStore(Store):
             raise translate(e, p) from None
         return True
 
+    def rmdir_if_empty(self, path: str) -> bool:
+        """Remove ``path`` if it is an empty directory; ``False`` (never an error) if it is
+        missing, not empty, not a directory, or cannot be removed. One ``rmdir`` call: the job
+        commit prunes emptied task trees with it while the renames run."""
+        try:
+            os.rmdir(local_path(path))
+        except OSError:
+            return False
+        return True
+
     def read_bytes(self, path: str, limit: int | None = None) -> bytes:
         p = local_path(path)
         try:

@@ -15,7 +15,8 @@ from typing import BinaryIO
 
 from committer import statistics as st
 from committer.config import CommitterConfig
-from committer.errors import ConfigError
+from committer.errors import ConfigError, JobConflictError
+from committer.job.setup import job_marker_path
 from committer.layout import JobLayout, check_id, join
 from committer.store import ManagedStore, open_store
 from committer.task.manifest import save_manifest
@@ -69,7 +70,14 @@ class TaskAttemptCommitter:
     def commit(self) -> TaskManifest:
         """Scan the working directory into a manifest and make it the task's committed one."""
         t0 = time.perf_counter()
-        scan_t0 = t0
+        if not self.store.exists(job_marker_path(self.layout)):
+            # The job was committed or aborted (its directory is gone), or never set up: a late
+            # or zombie attempt must not recreate the job directory with a manifest.
+            raise JobConflictError(
+                f"task attempt {self.task_attempt_id} cannot commit: job {self.layout.job_id} "
+                f"is not set up under {self.layout.attempt_dir} (committed, aborted, or never "
+                "set up)")
+        scan_t0 = time.perf_counter()
         scan = scan_task_directory(self.store, self.working_dir, self.layout.dest)
         self.store.stats.timed(st.TASK_STAGE_SCAN, time.perf_counter() - scan_t0)
         self.store.stats.incr(st.COMMITTER_TASK_FILE_COUNT, len(scan.files))

@@ -63,7 +63,9 @@ class HadoopManifestJob:
 
     def _task_ctx(self, task_number: int, attempt: int) -> Any:
         mr = self._jvm.org.apache.hadoop.mapreduce
-        attempt_id = mr.TaskAttemptID(self._jt, self._job_number, mr.TaskType.MAP, task_number, attempt)
+        attempt_id = mr.TaskAttemptID(
+            self._jt, self._job_number, mr.TaskType.MAP, task_number, attempt
+        )
         return mr.task.TaskAttemptContextImpl(self._conf, attempt_id)
 
     def _committer(self, ctx: Any) -> Any:

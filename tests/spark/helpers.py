@@ -50,7 +50,9 @@ def engine_mode(spark: Any, mode: str) -> Iterator[None]:
         yield
 
 
-def rows(spark: Any, fmt: str, path: Path | str, schema: str | None = None) -> list[tuple[Any, ...]]:
+def rows(
+    spark: Any, fmt: str, path: Path | str, schema: str | None = None
+) -> list[tuple[Any, ...]]:
     reader = spark.read.format(fmt)
     if schema is not None:
         reader = reader.schema(schema)
@@ -62,7 +64,8 @@ def data_files(root: Path) -> list[str]:
     return sorted(
         p.relative_to(root).as_posix()
         for p in root.rglob("*")
-        if p.is_file() and not any(part.startswith(("_", ".")) for part in p.relative_to(root).parts)
+        if p.is_file()
+        and not any(part.startswith(("_", ".")) for part in p.relative_to(root).parts)
     )
 
 
@@ -119,3 +122,24 @@ def intercepting_engine(spark: Any) -> Iterator[InterceptingEngine]:
         yield engine
     finally:
         register(spark)
+
+
+def schema_validator(name: str) -> Any:
+    """A validator for ``manifest_schema``'s schema ``name`` that resolves its ``$ref``s locally
+    (the schemas' ``$id``s are not fetchable URLs)."""
+    from importlib import resources
+
+    import jsonschema
+    from referencing import Registry, Resource
+
+    registry: Any = Registry()
+    for entry in resources.files("manifest_schema").joinpath("schemas").iterdir():
+        if entry.name.endswith(".schema.json"):
+            contents = json.loads(entry.read_text(encoding="utf-8"))
+            registry = registry.with_resource(contents["$id"], Resource.from_contents(contents))
+    schema = json.loads(
+        resources.files("manifest_schema").joinpath(f"schemas/{name}.schema.json").read_text(
+            encoding="utf-8"
+        )
+    )
+    return jsonschema.validators.validator_for(schema)(schema, registry=registry)

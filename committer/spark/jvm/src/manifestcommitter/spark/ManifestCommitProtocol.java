@@ -105,14 +105,22 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
 
   // ---------------------------------------------------------------- job (driver)
 
-  private Map<String, Object> request(Configuration conf) {
+  /**
+   * {@code path} with scheme and authority: a schemeless URI string would be ambiguous to the
+   * engine (is "%20" an escape or a name?), a qualified one never is.
+   */
+  static Path qualified(Path path, Configuration conf) throws IOException {
+    return path.getFileSystem(conf).makeQualified(path);
+  }
+
+  private Map<String, Object> request(Configuration conf) throws IOException {
     Map<String, Object> req = new LinkedHashMap<>();
     req.put("jobId", jobId);
     req.put("jobAttempt", JOB_ATTEMPT);
-    // Both forms: Spark's raw path string and Hadoop's URI-escaped one, so the engine never has
-    // to guess whether '%' in a name is an escape (HADOOP-17112).
-    req.put("destination", destination().toString());
-    req.put("destinationUri", destination().toUri().toString());
+    // Spark's raw path string for messages; the qualified Hadoop URI string for the engine, which
+    // decodes it exactly once (HADOOP-17112).
+    req.put("destination", path);
+    req.put("destinationUri", qualified(destination(), conf).toUri().toString());
     req.put("dynamicPartitionOverwrite", dynamicPartitionOverwrite);
     req.put("conf", EngineClient.forwardedConf(conf));
     return req;
@@ -155,11 +163,11 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
       files += info.getFileCount();
       bytes += info.getByteCount();
     }
-    Map<String, Object> req = request(conf);
-    req.put("committedTasks", committed);
-    req.put("extraDestinationRoots", new ArrayList<>(absoluteRoots));
-    req.put("partitions", new ArrayList<>(partitions));
     try {
+      Map<String, Object> req = request(conf);
+      req.put("committedTasks", committed);
+      req.put("extraDestinationRoots", new ArrayList<>(absoluteRoots));
+      req.put("partitions", new ArrayList<>(partitions));
       EngineClient engine = EngineClient.forJob(conf);
       long start = System.nanoTime();
       JsonNode result = engine.commitJob(req);
@@ -285,10 +293,15 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
   private TaskCommitInfo commitAuthorized(TaskAttemptContext ctx) throws IOException {
     Configuration conf = ctx.getConfiguration();
     TaskManifestWriter writer = new TaskManifestWriter(conf);
-    Path workDir = taskAttemptDir(ctx);
+    // Qualified paths, so the manifest's URIs carry a scheme as Hadoop's do.
+    Path workDir = qualified(taskAttemptDir(ctx), conf);
+    List<Path> absolute = new ArrayList<>();
+    for (Path p : absoluteDirs) {
+      absolute.add(qualified(p, conf));
+    }
     long start = System.currentTimeMillis();
-    TaskManifestWriter.Scan scan = writer.scan(workDir, destination(), ABSOLUTE_SUBDIR,
-        absoluteDirs);
+    TaskManifestWriter.Scan scan = writer.scan(workDir, qualified(destination(), conf),
+        ABSOLUTE_SUBDIR, absolute);
     Map<String, String> extra = new LinkedHashMap<>();
     extra.put("committer", ManifestCommitProtocol.class.getName());
     extra.put("dynamicPartitionOverwrite", Boolean.toString(dynamicPartitionOverwrite));
@@ -297,16 +310,16 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
     writer.statistics().timed("task_stage_commit", System.currentTimeMillis() - start, false);
     byte[] bytes = writer.manifestBytes(jobId, JOB_ATTEMPT, taskId, attemptId, workDir, scan,
         extra);
-    Path manifest = manifestPath(ctx);
+    Path manifest = qualified(manifestPath(ctx), conf);
     writer.save(bytes, temporaryManifestPath(ctx), manifest);
-    List<String> absolute = new ArrayList<>();
-    for (Path p : absoluteDirs) {
-      absolute.add(p.toUri().toString());
+    List<String> absoluteUris = new ArrayList<>();
+    for (Path p : absolute) {
+      absoluteUris.add(p.toUri().toString());
     }
     LOG.info("Manifest committer task {}: {} files, {} bytes, manifest {}", attemptId,
         scan.files.size(), scan.bytes, manifest);
     return new TaskCommitInfo(taskId, attemptId, manifest.toUri().toString(), scan.files.size(),
-        scan.bytes, new ArrayList<>(partitionPaths), absolute);
+        scan.bytes, new ArrayList<>(partitionPaths), absoluteUris);
   }
 
   /**

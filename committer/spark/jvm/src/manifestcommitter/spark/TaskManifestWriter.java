@@ -79,7 +79,7 @@ final class TaskManifestWriter {
       for (FileStatus st : top) {
         String name = st.getPath().getName();
         if (st.isDirectory() && name.equals(absoluteSubdir)) {
-          scanAbsolute(fs, destFs, st.getPath(), absoluteDirs, scan);
+          scanAbsolute(fs, st.getPath(), absoluteDirs, scan);
         } else {
           visit(fs, destFs, st, dest, 1, true, scan);
         }
@@ -112,8 +112,7 @@ final class TaskManifestWriter {
     }
   }
 
-  private void scanAbsolute(
-      FileSystem fs, FileSystem destFs, Path absRoot, List<Path> absoluteDirs, Scan scan)
+  private void scanAbsolute(FileSystem fs, Path absRoot, List<Path> absoluteDirs, Scan scan)
       throws IOException {
     stats.increment("op_list_status", 1);
     for (FileStatus indexDir : fs.listStatus(absRoot)) {
@@ -127,8 +126,8 @@ final class TaskManifestWriter {
         throw new IOException("no custom location recorded for " + indexDir.getPath());
       }
       Path absDir = absoluteDirs.get(index);
-      int status = probe(destFs, absDir);
-      scan.directories.add(dirEntry(absDir, status, absDir.depth()));
+      // No DirEntry for a custom location: Hadoop's DirEntry levels are relative to the
+      // destination, and job commit creates every file's parent directory anyway.
       stats.increment("op_list_status", 1);
       for (FileStatus f : fs.listStatus(indexDir.getPath())) {
         if (f.isDirectory()) {

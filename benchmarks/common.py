@@ -1,0 +1,146 @@
+"""Helpers shared by every benchmark suite: statistics, trial subprocesses, results and report.
+
+A *trial* is one timed piece of work run in a fresh interpreter (``python -m benchmarks.trial``),
+so that its timing is not skewed by the garbage the parent accumulated while generating data,
+and so that its peak RSS (``ru_maxrss``) is its own. The parent does the untimed set-up, starts
+the trial, and reads one JSON object from its standard output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_OUT = ROOT / "benchmarks" / "results"
+
+
+def peak_rss_bytes() -> int:
+    """This process's peak resident set size so far (Linux reports ``ru_maxrss`` in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def current_rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def mib(n: float) -> float:
+    return round(n / (1024 * 1024), 1)
+
+
+def summarize(values: Sequence[float]) -> dict[str, float]:
+    """Median, min, max and the spread ``(max - min) / median`` of a few repetitions."""
+    if not values:
+        return {"n": 0}
+    med = statistics.median(values)
+    return {
+        "n": len(values),
+        "median": med,
+        "min": min(values),
+        "max": max(values),
+        "spread": (max(values) - min(values)) / med if med else 0.0,
+    }
+
+
+def run_trial(kind: str, params: dict[str, Any], timeout: float = 3600) -> dict[str, Any]:
+    """Run ``benchmarks.trial`` for ``kind`` in a fresh interpreter; return its JSON answer."""
+    cmd = [sys.executable, "-m", "benchmarks.trial", kind, json.dumps(params)]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                          check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"trial {kind} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    answer: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return answer
+
+
+def quiesce() -> None:
+    """Flush dirty data and metadata from set-up so its write-back is not timed in the trial."""
+    os.sync()
+    time.sleep(0.5)
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on (they vary by +-30% run to run on a shared machine)."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT,
+                                capture_output=True, text=True, check=False).stdout.strip()
+        dirty = bool(subprocess.run(["git", "status", "--porcelain", "committer"], cwd=ROOT,
+                                    capture_output=True, text=True, check=False).stdout.strip())
+    except OSError:
+        commit, dirty = "", False
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "cpus": os.cpu_count(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "git_commit": commit + ("+dirty" if dirty else ""),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
+
+
+def filesystem_of(path: str) -> str:
+    """The filesystem type holding ``path`` (from /proc/mounts; longest matching mount)."""
+    best, kind = "", "unknown"
+    real = os.path.realpath(path)
+    try:
+        with open("/proc/mounts") as f:
+            for line in f:
+                parts = line.split()
+                mount = parts[1]
+                if (real == mount or real.startswith(mount.rstrip("/") + "/")) and len(
+                    mount
+                ) > len(best):
+                    best, kind = mount, parts[2]
+    except OSError:
+        pass
+    return kind
+
+
+# -- results ----------------------------------------------------------------------------------
+
+
+def save_results(out_dir: Path, suite: str, result: dict[str, Any]) -> Path:
+    """Write ``<suite>-<time>.json`` and ``<suite>-latest.json``; return the first."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    data = orjson.dumps(result, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
+    path = out_dir / f"{suite}-{stamp}.json"
+    path.write_bytes(data)
+    (out_dir / f"{suite}-latest.json").write_bytes(data)
+    return path
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    def cell(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:,.2f}" if abs(v) < 100 else f"{v:,.0f}"
+        if isinstance(v, int):
+            return f"{v:,}"
+        return str(v)
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def write_report(out_dir: Path, sections: Sequence[tuple[str, str]]) -> Path:
+    """``report.md``: one section per suite run, as the suites rendered them."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "report.md"
+    parts = ["# Benchmark report", "", "```", json.dumps(machine(), indent=2), "```", ""]
+    for title, body in sections:
+        parts += [f"## {title}", "", body.rstrip(), ""]
+    path.write_text("\n".join(parts))
+    return path

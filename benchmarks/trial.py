@@ -1,0 +1,120 @@
+"""One timed trial, in a fresh interpreter: ``python -m benchmarks.trial KIND PARAMS_JSON``.
+
+Kinds:
+- ``ceiling``: the job commit's file work done directly with ``os`` calls, paths known in
+  advance (nothing read, nothing checked): create the partition directories, then for each task
+  rename its files and remove its emptied tree (``os.rmdir`` bottom-up, no listing), finally the
+  ``tasks`` directory. ``threads`` 0 is serial on the calling thread; ``threads`` N starts N
+  threads, each taking its own contiguous share of the tasks (no per-file scheduling).
+- ``ours``: ``JobCommitter.commit()`` of the whole job: list and load the manifests, check every
+  entry, create directories, rename, write ``_SUCCESS``, clean up the job directory.
+
+Prints one JSON object: elapsed seconds of the timed part, peak RSS of this process, and its RSS
+just before the timed part (the interpreter and imports).
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sys
+import threading
+import time
+from typing import Any
+
+from benchmarks.common import current_rss_bytes, peak_rss_bytes
+from benchmarks.jobtree import Shape, TaskPaths, iter_tasks, partition_name
+
+
+def _ceiling(shape: Shape, threads: int) -> dict[str, Any]:
+    tasks: list[TaskPaths] = list(iter_tasks(shape))
+    dest = shape.layout.dest
+    dest_dirs = [f"{dest}/{partition_name(k)}"
+                 for k in range(min(shape.partitions, shape.files_per_task))]
+    rename, rmdir = os.rename, os.rmdir
+
+    split = [0.0, 0.0]  # seconds in renames, in removals (summed over threads)
+    clock = time.perf_counter
+
+    def work(share: list[TaskPaths]) -> None:
+        in_rename = in_rmdir = 0.0
+        for tp in share:
+            t0 = clock()
+            for src, dst in tp.renames:
+                rename(src, dst)
+            t1 = clock()
+            for d in tp.dirs:
+                rmdir(d)
+            rmdir(tp.attempt_dir)
+            in_rename += t1 - t0
+            in_rmdir += clock() - t1
+        split[0] += in_rename
+        split[1] += in_rmdir
+
+    gc.collect()
+    base = current_rss_bytes()
+    t0 = time.perf_counter()
+    for d in dest_dirs:
+        os.makedirs(d, exist_ok=True)
+    if threads <= 0:
+        work(tasks)
+    else:
+        per = -(-len(tasks) // threads)
+        workers = [threading.Thread(target=work, args=(tasks[i * per : (i + 1) * per],))
+                   for i in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+    os.rmdir(shape.layout.tasks_dir)
+    elapsed = time.perf_counter() - t0
+    return {"elapsed": elapsed, "base_rss": base, "rename_seconds": split[0],
+            "rmdir_seconds": split[1], "threads": threads}
+
+
+def _ours(shape: Shape, params: dict[str, Any]) -> dict[str, Any]:
+    from committer import statistics as st
+    from committer.config import CommitterConfig
+    from committer.job.commit import JobCommitter
+
+    config = CommitterConfig(**params.get("config", {}))
+    gc.collect()
+    base = current_rss_bytes()
+    t0 = time.perf_counter()
+    job = JobCommitter(shape.dest, shape.job_id, config=config)
+    summary = job.commit()
+    elapsed = time.perf_counter() - t0
+    snap = job.store.stats.snapshot()
+    stages = {}
+    for name in (st.STAGE_LOAD_MANIFESTS, st.STAGE_CREATE_TARGET_DIRS, st.STAGE_RENAME_FILES,
+                 st.STAGE_CLEANUP):
+        mean = snap.meanstatistics.get(f"{name}.mean")
+        if mean is not None:
+            stages[name] = mean.sum / 1000.0
+    return {
+        "elapsed": elapsed,
+        "base_rss": base,
+        "stages": stages,
+        "files_committed": summary.metrics.get(st.COMMITTER_FILES_COMMITTED),
+        "plan_spilled": summary.diagnostics.get("plan.spilled"),
+    }
+
+
+def main(argv: list[str]) -> int:
+    kind, params = argv[0], json.loads(argv[1])
+    shape = Shape.from_json(params["shape"])
+    if kind == "ceiling":
+        out = _ceiling(shape, int(params.get("threads", 0)))
+    elif kind == "ours":
+        out = _ours(shape, params)
+    else:
+        raise SystemExit(f"unknown trial kind {kind!r}")
+    out["peak_rss"] = peak_rss_bytes()
+    out["kind"] = kind
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,238 @@
+"""The destination lock: a lease that serialises job commits on one destination.
+
+Leases are files ``<dest>/_manifest_committer/lock/<generation>.lease``, each created with the
+store's atomic create-if-absent (``O_EXCL`` on local disk, If-None-Match on Azure,
+ifGenerationMatch=0 on GCS). The holder is the owner of the highest generation present. To take
+the lock a job lists the lock directory and, if the newest lease is absent, released or stale,
+creates the *next* generation: of any number of jobs racing for the same generation exactly one
+create succeeds, so a stale lease is taken over safely without ever deleting a lease that
+another job might hold. The winner then deletes the older generations. Releasing marks the
+lease released rather than deleting it, so generations only ever grow: a job that decided on a
+stale view can never create a generation that someone else already moved past (one small
+released lease therefore stays in the lock directory).
+
+A lease names its owner (job, host, pid) and an expiry; a heartbeat thread renews it (write then
+replace, so readers never see half a lease) every quarter of the lease time, and notices if it
+was taken over (a newer generation appeared), after which :meth:`DestinationLock.check` raises.
+A lease is stale when its expiry has passed, or at once when its owner ran on this host and that
+process no longer exists (a driver killed by SIGKILL). Clocks of the hosts sharing a destination
+must agree to well within the lease time.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from types import TracebackType
+
+import orjson
+
+from committer.errors import JobConflictError, PathExistsError, PathNotFoundError, StoreError
+from committer.layout import join
+from committer.store.managed import ManagedStore
+
+LOG = logging.getLogger("committer.job.lock")
+
+LOCK_DIR = "_manifest_committer/lock"
+SUFFIX = ".lease"
+
+
+@dataclass(frozen=True)
+class Lease:
+    generation: int
+    path: str
+    job_id: str
+    owner: str  # unique token of the holder
+    host: str
+    pid: int
+    acquired_ms: int
+    expires_ms: int
+    purpose: str
+    released: bool = False
+
+    def describe(self) -> str:
+        expires = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.expires_ms / 1000))
+        return (f"job {self.job_id} ({self.purpose}) on {self.host} pid {self.pid}, "
+                f"lease {self.path} expiring {expires}")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # exists, owned by someone else
+    return True
+
+
+def is_stale(lease: Lease, now_ms: int) -> bool:
+    if now_ms > lease.expires_ms:
+        return True
+    return lease.host == socket.gethostname() and not _pid_alive(lease.pid)
+
+
+class DestinationLock:
+    """Context manager: ``with DestinationLock(store, dest, job_id, ...): commit``."""
+
+    def __init__(self, store: ManagedStore, dest: str, job_id: str, *, wait_ms: int,
+                 lease_ms: int, purpose: str = "commit") -> None:
+        self.store = store
+        self.dir = join(dest, LOCK_DIR)
+        self.dest = dest
+        self.job_id = job_id
+        self.wait_ms = wait_ms
+        self.lease_ms = lease_ms
+        self.purpose = purpose
+        self.token = uuid.uuid4().hex
+        self.lease: Lease | None = None
+        self.lost: str | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- reading leases --------------------------------------------------------------------
+
+    def _generations(self) -> list[tuple[int, str]]:
+        try:
+            listing = self.store.list_dir(self.dir)
+        except PathNotFoundError:
+            return []
+        out = []
+        for st in listing:
+            name = st.path.rstrip("/").rsplit("/", 1)[-1]
+            if name.endswith(SUFFIX) and name[: -len(SUFFIX)].isdigit():
+                out.append((int(name[: -len(SUFFIX)]), st.path))
+        return sorted(out)
+
+    def _read(self, generation: int, path: str) -> Lease | None:
+        try:
+            doc = orjson.loads(self.store.read_bytes(path, limit=65536))
+            return Lease(generation, path, str(doc["jobId"]), str(doc["owner"]),
+                         str(doc["host"]), int(doc["pid"]), int(doc["acquired"]),
+                         int(doc["expires"]), str(doc.get("purpose", "commit")),
+                         bool(doc.get("released", False)))
+        except PathNotFoundError:
+            return None  # released in the meantime
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            # Leases are created whole and renewed by replace; an unreadable one is damage.
+            # Treat it as held until the file itself is older than a lease time.
+            st = self.store.stat_or_none(path)
+            modified = st.modified if st is not None and st.modified else time.time()
+            return Lease(generation, path, "(unreadable)", "", "?", 0,
+                         int(modified * 1000), int(modified * 1000) + self.lease_ms, "?")
+
+    def holder(self) -> Lease | None:
+        """The live lease on the destination, if any."""
+        gens = self._generations()
+        if not gens:
+            return None
+        lease = self._read(*gens[-1])
+        if lease is None or lease.released or is_stale(lease, int(time.time() * 1000)):
+            return None
+        return lease
+
+    # -- acquiring and releasing -----------------------------------------------------------
+
+    def _document(self, acquired_ms: int, *, released: bool = False) -> bytes:
+        return orjson.dumps({
+            "jobId": self.job_id, "owner": self.token, "host": socket.gethostname(),
+            "pid": os.getpid(), "acquired": acquired_ms,
+            "expires": int(time.time() * 1000) + self.lease_ms, "purpose": self.purpose,
+            "released": released,
+        })
+
+    def acquire(self) -> Lease:
+        deadline = time.monotonic() + self.wait_ms / 1000
+        delay = 0.05
+        while True:
+            gens = self._generations()
+            top = gens[-1] if gens else (0, "")
+            current = self._read(*top) if gens else None
+            now = int(time.time() * 1000)
+            if current is None or current.released or is_stale(current, now):
+                if current is not None and not current.released:
+                    LOG.warning("taking over the stale lock of %s on %s", current.describe(),
+                                self.dest)
+                generation = top[0] + 1
+                path = join(self.dir, f"{generation:012d}{SUFFIX}")
+                try:
+                    self.store.write_bytes(path, self._document(now), exclusive=True)
+                except (PathExistsError, PathNotFoundError):
+                    # another job won this generation (or removed the empty lock directory
+                    # between our mkdir and create): look again at once
+                    continue
+                self.lease = Lease(generation, path, self.job_id, self.token,
+                                   socket.gethostname(), os.getpid(), now,
+                                   now + self.lease_ms, self.purpose)
+                for _gen, old in gens:  # every older generation is ours to remove now
+                    self.store.delete_file(old)
+                self._start_heartbeat()
+                return self.lease
+            if time.monotonic() >= deadline:
+                raise JobConflictError(
+                    f"destination {self.dest} is locked by {current.describe()}; job "
+                    f"{self.job_id} waited {self.wait_ms} ms (mapreduce.manifest.committer."
+                    "lock.wait.ms). If that job is dead, its lease expires by itself.")
+            time.sleep(min(delay, max(0.0, deadline - time.monotonic())) * random.uniform(0.5, 1))
+            delay = min(delay * 2, 1.0)
+
+    def _start_heartbeat(self) -> None:
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._heartbeat, name="lease-heartbeat",
+                                         daemon=True)
+        self._thread.start()
+
+    def _heartbeat(self) -> None:
+        interval = self.lease_ms / 4000
+        while not self._stop.wait(interval):
+            lease = self.lease
+            if lease is None:
+                return
+            try:
+                gens = self._generations()
+                if not gens or gens[-1][0] != lease.generation:
+                    self.lost = (f"the lease {lease.path} was taken over "
+                                 f"(newest generation is now {gens[-1][0] if gens else None})")
+                    LOG.error("job %s lost the lock on %s: %s", self.job_id, self.dest,
+                              self.lost)
+                    return
+                self.store.save_atomic(lease.path, self._document(lease.acquired_ms),
+                                       temp_path=f"{lease.path}.{self.token}.tmp")
+            except StoreError:
+                LOG.warning("lease heartbeat for %s failed; retrying", lease.path,
+                            exc_info=True)
+
+    def check(self) -> None:
+        """Raise if the lease was lost; called between commit stages."""
+        if self.lost is not None:
+            raise JobConflictError(f"job {self.job_id} lost the lock on {self.dest}: "
+                                   f"{self.lost}")
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        lease, self.lease = self.lease, None
+        if lease is None or self.lost is not None:
+            return
+        try:
+            self.store.save_atomic(lease.path, self._document(lease.acquired_ms, released=True),
+                                   temp_path=f"{lease.path}.{self.token}.tmp")
+        except StoreError:
+            LOG.warning("could not release the lease %s; it expires by itself", lease.path,
+                        exc_info=True)
+
+    def __enter__(self) -> DestinationLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.release()

@@ -1,0 +1,326 @@
+"""What makes a job commit crash-safe, concurrent and replayable, as hooks ``commit.py`` calls.
+
+    open()           journal loaded (resume) or started; lock taken; a recorded job replayed
+    plan()           manifests identified, replaced partitions and new directories noted:
+                     journal 'planned', before the first rename or delete
+    move_partitions_aside()   dynamic overwrite: replaced partitions renamed into the job dir
+    renaming() / renamed()    journal state around the rename stage (nothing per file)
+    save_success()   old _SUCCESS moved aside, new one written, history recorded
+    finish()         point of no return: moved-aside data deleted, then the job directory
+
+A commit that finds a journal of its own job attempt continues from the journal's state, so
+``resume`` is simply "commit again": each stage is idempotent, and the stages that must not be
+repeated (moving partitions aside once files have been renamed into them) are skipped by state.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor
+from typing import Any
+
+import orjson
+
+from committer.config import CommitterConfig
+from committer.errors import JobConflictError, PathNotFoundError, StoreError
+from committer.job import history, move_aside
+from committer.job.create_directories import leaf_directories
+from committer.job.history import HistoryRecord
+from committer.job.journal import (
+    MODE_APPEND,
+    MODE_DYNAMIC,
+    MODE_STATIC,
+    Journal,
+    ManifestRef,
+    MovedAside,
+    State,
+    advance,
+    journal_path,
+    load_journal,
+    manifest_identities,
+    save_journal,
+)
+from committer.job.lock import DestinationLock
+from committer.job.plan import JobPlan
+from committer.layout import JobLayout, join
+from committer.parallel import run_parallel
+from committer.progress import ProgressCallback, notify
+from committer.store.managed import ManagedStore
+from manifest_schema import SuccessData
+
+LOG = logging.getLogger("committer.job")
+
+PREVIOUS_SUCCESS = "_SUCCESS.previous"
+MOVE_ASIDE_STAGE = "replace_partitions"
+
+
+def lock_wanted(config: CommitterConfig, mode: str) -> bool:
+    if config.lock_mode == "always":
+        return True
+    return config.lock_mode == "auto" and mode != MODE_APPEND
+
+
+def open_lock(store: ManagedStore, layout: JobLayout, config: CommitterConfig,
+              purpose: str) -> DestinationLock:
+    return DestinationLock(store, layout.dest, layout.job_id, wait_ms=config.lock_wait_ms,
+                           lease_ms=config.lock_lease_ms, purpose=purpose)
+
+
+def success_job_id(store: ManagedStore, path: str) -> str | None:
+    """The job id inside a ``_SUCCESS`` file; ``None`` if absent, and "" if not ours to parse
+    (an empty Hadoop marker, or another format)."""
+    try:
+        data = store.read_bytes(path, limit=64 * 1024 * 1024)
+    except PathNotFoundError:
+        return None
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return ""
+    return str(doc.get("jobId", "")) if isinstance(doc, dict) else ""
+
+
+def partitions_to_replace(plan: JobPlan, dest: str) -> list[str]:
+    """Dynamic overwrite replaces every directory the job writes files into, below dest."""
+    return sorted(p for p in plan.partitions if p != dest and p.startswith(dest + "/"))
+
+
+class CommitTransaction:
+    def __init__(self, store: ManagedStore, layout: JobLayout, config: CommitterConfig, *,
+                 dynamic: bool) -> None:
+        self.store = store
+        # Bookkeeping (journal, lease, history, probes) goes through its own statistics, so the
+        # job's IOStatistics keep Hadoop's meaning: op_rename counts renamed files, not ours.
+        self.meta = ManagedStore(store.backend, store.config, limiter=store.limiter)
+        self.layout = layout
+        self.config = config
+        self.dynamic = dynamic
+        self.journal: Journal | None = None
+        self.lock: DestinationLock | None = None
+
+    @property
+    def state(self) -> State:
+        return self.journal.state if self.journal is not None else State.LOADING
+
+    def _journal(self) -> Journal:
+        assert self.journal is not None, "open() first"
+        return self.journal
+
+    # -- opening ---------------------------------------------------------------------------
+
+    def open(self, committed_tasks: Mapping[str, str] | None,
+             extra_roots: Sequence[str]) -> SuccessData | None:
+        """Start or continue the journal under the lock. Returns the first commit's summary
+        when this job id has already committed (and then nothing else is done)."""
+        store, layout = self.meta, self.layout
+        journal = load_journal(store, layout)
+        if journal is not None:
+            if journal.state == State.ROLLING_BACK:
+                raise JobConflictError(f"job {layout.job_id} is being rolled back; run "
+                                       "rollback to finish it before committing again")
+            given = dict(committed_tasks) if committed_tasks is not None else None
+            if given is not None and journal.committed_tasks is not None \
+                    and given != journal.committed_tasks:
+                raise JobConflictError(
+                    f"job {layout.job_id} has an interrupted commit of a different set of "
+                    f"tasks ({len(journal.committed_tasks)} vs {len(given)}); resume or roll "
+                    "it back first")
+            mode = journal.mode
+        else:
+            statics = move_aside.records(store, layout)
+            mode = MODE_DYNAMIC if self.dynamic else MODE_STATIC if statics else MODE_APPEND
+        if lock_wanted(self.config, mode):
+            self.lock = open_lock(store, layout, self.config, "commit")
+            self.lock.acquire()
+        try:
+            if journal is None and self.config.history_enabled:
+                record = history.read_record(store, layout.dest, layout.job_id)
+                if record is not None:
+                    LOG.info("job %s already committed at %d: returning its summary",
+                             layout.job_id, record.committed_ms)
+                    return record.success_data()
+            if journal is None:
+                journal = Journal(layout.job_id, layout.attempt, layout.dest,
+                                  layout.hadoop_naming, mode,
+                                  committed_tasks=dict(committed_tasks)
+                                  if committed_tasks is not None else None,
+                                  extra_roots=list(extra_roots), moved_aside=statics)
+                save_journal(store, layout, journal)
+            else:
+                LOG.warning("job %s: continuing an interrupted commit from state %s",
+                            layout.job_id, journal.state.label)
+        except BaseException:
+            self.close()
+            raise
+        self.journal = journal
+        return None
+
+    def forget_if_unstarted(self) -> None:
+        """After a failure before the plan was recorded nothing was moved, so there is nothing
+        to resume or roll back: the journal goes, leaving the job directory as it was."""
+        if self.journal is not None and self.journal.state == State.LOADING:
+            try:
+                self.meta.delete_file(journal_path(self.layout))
+            except StoreError:
+                LOG.warning("could not remove the journal of job %s", self.layout.job_id,
+                            exc_info=True)
+            self.journal = None
+
+    def close(self) -> None:
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+
+    def check_lock(self) -> None:
+        if self.lock is not None:
+            self.lock.check()
+
+    def tasks_to_load(self) -> dict[str, str] | None:
+        """The task set to load: once planned, exactly the manifests the plan was built from."""
+        j = self._journal()
+        if j.state >= State.PLANNED:
+            return {m.task_id: m.task_attempt_id for m in j.manifests}
+        return j.committed_tasks
+
+    @property
+    def extra_roots(self) -> list[str]:
+        return self._journal().extra_roots
+
+    @property
+    def loads_manifests(self) -> bool:
+        """Past ``_SUCCESS`` the plan is not needed (and cleanup may have removed manifests)."""
+        return self.state < State.SUCCESS_WRITTEN
+
+    # -- planning --------------------------------------------------------------------------
+
+    def plan(self, plan: JobPlan, executor: Executor) -> None:
+        """Record the plan before anything moves, or check that it is still the same one."""
+        j = self._journal()
+        idents = manifest_identities(self.meta, self.layout)
+        if j.state >= State.PLANNED:
+            changed = [m.path for m in j.manifests if idents.get(m.path) != (m.identity, m.size)]
+            loaded = {t.manifest_path for t in plan.tasks}
+            changed += sorted(loaded - {m.path for m in j.manifests})
+            if changed:
+                raise JobConflictError(
+                    f"job {j.job_id}: {len(changed)} manifest(s) changed since the commit was "
+                    f"planned (first: {changed[0]}); refusing to resume, roll back instead")
+            return
+        refs = []
+        for task in plan.tasks:
+            ident = idents.get(task.manifest_path)
+            if ident is None or ident[1] != task.manifest_bytes:
+                raise JobConflictError(f"manifest {task.manifest_path} changed while job "
+                                       f"{j.job_id} was loading it")
+            refs.append(ManifestRef(task.task_id, task.task_attempt_id, task.manifest_path,
+                                    ident[0], ident[1]))
+        j.manifests = refs
+        j.files, j.bytes = plan.files, plan.bytes
+        if j.mode == MODE_DYNAMIC:
+            j.moved_aside += [MovedAside(p, move_aside.aside_location(self.layout, p))
+                              for p in partitions_to_replace(plan, self.layout.dest)]
+        j.new_directories = self._absent_directories(plan, executor)
+        advance(self.meta, self.layout, j, State.PLANNED)
+
+    def _absent_directories(self, plan: JobPlan, executor: Executor) -> list[str]:
+        """Directories the commit may create, that do not exist yet: rollback removes them
+        again (if empty). One probe per leaf directory that exists; a new leaf costs one probe
+        per missing ancestor."""
+        roots = [self.layout.dest, *(r.rstrip("/") for r in self._journal().extra_roots)]
+        wanted = set(plan.directories) | set(plan.partitions)
+        if self.config.history_enabled:
+            wanted.add(history.history_dir(self.layout.dest))
+
+        def probe(leaf: str) -> list[str]:
+            root = next((r for r in roots if leaf.startswith(r + "/")), None)
+            absent: list[str] = []
+            path = leaf
+            while root is not None and path.startswith(root + "/"):
+                try:
+                    if self.meta.exists(path):
+                        break
+                except StoreError:
+                    pass  # e.g. ENOTDIR: a file stands above it, so the directory is absent
+                absent.append(path)
+                path = path.rpartition("/")[0]
+            return absent
+
+        found: set[str] = set()
+        run_parallel(executor, leaf_directories(wanted), probe,
+                     window=2 * self.config.io_threads,
+                     on_result=lambda _leaf, absent: found.update(absent))
+        return sorted(found)
+
+    # -- the stages ------------------------------------------------------------------------
+
+    def move_partitions_aside(self, executor: Executor,
+                              progress: ProgressCallback | None) -> None:
+        """Dynamic partition overwrite: the partitions being replaced go into the job dir.
+
+        Repeated after a crash only while no file has been renamed yet (state 'planned'):
+        later, the partitions hold this job's new files, which must stay."""
+        j = self._journal()
+        if j.mode != MODE_DYNAMIC or j.state >= State.PARTITIONS_MOVED:
+            return
+        self.check_lock()
+        targets = [m.original for m in j.moved_aside]
+        notify(progress, MOVE_ASIDE_STAGE, 0, len(targets))
+        for done, path in enumerate(targets, 1):
+            move_aside.move_aside(self.store, self.layout, path, executor,
+                                  2 * self.config.io_threads)
+            notify(progress, MOVE_ASIDE_STAGE, done, len(targets))
+        advance(self.meta, self.layout, j, State.PARTITIONS_MOVED)
+
+    def renaming(self) -> bool:
+        """Before the rename stage; ``False`` when an earlier run already finished it."""
+        j = self._journal()
+        if j.state >= State.RENAMED:
+            return False
+        self.check_lock()
+        advance(self.meta, self.layout, j, State.RENAMING)
+        return True
+
+    def renamed(self) -> None:
+        advance(self.meta, self.layout, self._journal(), State.RENAMED)
+
+    def displacer(self) -> Callable[[str], None]:
+        """Last writer wins (or delete.target.files): an existing destination file is moved
+        aside, so a rollback can put it back, and deleted with the job directory."""
+        return lambda path: move_aside.displace(self.store, self.layout, path)
+
+    def save_success(self, summary: SuccessData,
+                     save_marker: Callable[[SuccessData], None]) -> SuccessData:
+        """Write ``_SUCCESS`` and the history record; returns the commit's summary (the first
+        run's, when an earlier run of this commit got this far)."""
+        j = self._journal()
+        if j.state >= State.SUCCESS_WRITTEN:
+            record = history.read_record(self.meta, self.layout.dest, j.job_id)
+            return record.success_data() if record is not None else summary
+        self.check_lock()
+        if self.config.mark_successful_jobs:
+            marker = self.layout.success_marker
+            owner = success_job_id(self.meta, marker)
+            if owner is not None and owner != j.job_id:
+                # Keep the previous job's marker until this commit is final: rollback puts
+                # it back. A rename keeps it whole, and our marker replaces nothing.
+                self.meta.replace_file(marker, join(self.layout.attempt_dir, PREVIOUS_SUCCESS))
+            save_marker(summary)
+        if self.config.history_enabled:
+            record = HistoryRecord(j.job_id, j.attempt, j.mode, summary.timestamp, j.files,
+                                   j.bytes, len(j.manifests), summary.to_json())
+            history.write_record(self.meta, self.layout.dest, record,
+                                 temp_path=join(self.layout.attempt_dir, "_history.tmp"))
+        advance(self.meta, self.layout, j, State.SUCCESS_WRITTEN)
+        return summary
+
+    def finish(self, executor: Executor, cleanup: Callable[[], Any]) -> None:
+        """The point of no return: delete what was moved aside, then the job directory."""
+        j = self._journal()
+        advance(self.meta, self.layout, j, State.CLEANING)
+        for kind in (move_aside.REPLACED_DIR, move_aside.DISPLACED_DIR):
+            self.meta.delete_tree(join(self.layout.attempt_dir, kind))
+        if self.config.cleanup_skipped:
+            advance(self.meta, self.layout, j, State.CLEANED)
+            return
+        cleanup()

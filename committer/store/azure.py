@@ -1,0 +1,591 @@
+"""Azure Storage (``abfs://``, ``abfss://``, ``az://``) through adlfs and the Azure SDK.
+
+adlfs supplies the account connection (connection string, key, SAS, service principal or the
+default credential chain) and its event loop; this backend issues the requests itself, one per
+operation, so that each failure is classified exactly once and retried by the managed store
+(the SDK's own retry policy is switched off for these requests: ``retry_total=0``).
+
+Renames, by account type:
+- **hierarchical namespace (ADLS Gen2)**: the Data Lake rename: atomic, O(1), keeps the etag;
+  the destination condition ``If-None-Match: *`` makes it never replace.
+- **flat Blob storage (and Azurite)**: a server-side Copy Blob (destination condition
+  ``If-None-Match: *``) then a Delete of the source. This is *not* atomic: between the two
+  requests both names exist, and a crash there leaves both (the copy is complete and identical;
+  a repeated commit finishes the job, see ``_complete_half_done_rename``). The copy gets a new
+  etag, so an ambiguous rename is proven by the Content-MD5 and size the copy keeps
+  (``Store.identity`` / ``Store.proves_rename``).
+
+Exclusive create is ``Put Blob`` with ``If-None-Match: *`` (409 ``BlobAlreadyExists`` when the
+blob exists), decided by the service. Directories on flat storage are virtual; ``mkdirs``
+writes the zero-byte ``hdi_isfolder`` marker blob that ABFS and adlfs also recognise, so an
+empty directory can be listed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, BinaryIO
+from urllib.parse import urlsplit
+
+from committer.errors import PathExistsError, PathNotFoundError, StoreError, TransientStoreError
+from committer.store import register_backend
+from committer.store._aio import HttpFaults, UploadOnClose, map_bounded, run
+from committer.store.base import FileStatus, Store
+from committer.store.credentials import CONCURRENCY_OPTION, register_options, scrub
+
+__all__ = ["AzureStore", "classify_azure", "open_azure"]
+
+DEFAULT_CONCURRENCY = 256
+# Copy Blob of a large source may stay "pending" on real Azure; poll its status, bounded.
+_COPY_POLL_INITIAL_S = 0.05
+_COPY_POLL_MAX_S = 2.0
+_COPY_WAIT_LIMIT_S = 600.0
+_FOLDER_META = "hdi_isfolder"
+_TRANSIENT_CODES = frozenset({"ServerBusy", "OperationTimedOut", "InternalError",
+                              "IngressOverAccountLimit", "EgressOverAccountLimit",
+                              "TpsOverAccountLimit"})
+_TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+
+
+class _InjectedHttpError(Exception):
+    """A synthetic HTTP error from :class:`HttpFaults`, shaped like the SDK's."""
+
+    def __init__(self, status: int, code: str) -> None:
+        self.status_code = status
+        self.error_code = code
+        super().__init__(f"injected HTTP {status} ({code})")
+
+
+def classify_azure(e: BaseException, path: str) -> StoreError:
+    """Map an Azure SDK / aiohttp exception to the engine's families, secrets scrubbed."""
+    from azure.core.exceptions import (
+        ResourceExistsError,
+        ResourceModifiedError,
+        ResourceNotFoundError,
+        ServiceRequestError,
+        ServiceResponseError,
+    )
+
+    if isinstance(e, StoreError):
+        return e
+    detail = scrub(f"{type(e).__name__}: {e}".splitlines()[0][:500])
+    status = getattr(e, "status_code", None)
+    code = str(getattr(e, "error_code", "") or "")
+    if "." in code:  # StorageErrorCode.SERVER_BUSY -> compare on the value
+        code = getattr(getattr(e, "error_code", None), "value", code)
+    if isinstance(e, ResourceNotFoundError) or status == 404:
+        return PathNotFoundError(f"not found: {path} ({detail})", path)
+    if isinstance(e, ResourceExistsError | ResourceModifiedError) or status in (409, 412):
+        return PathExistsError(f"already exists: {path} ({detail})", path)
+    if (status in _TRANSIENT_STATUS or code in _TRANSIENT_CODES
+            or isinstance(e, ServiceRequestError | ServiceResponseError | TimeoutError
+                          | ConnectionError | asyncio.TimeoutError)
+            or type(e).__module__.startswith("aiohttp")):
+        return TransientStoreError(f"transient failure on {path}: {detail}", path)
+    return StoreError(f"failed on {path}: {detail}", path)
+
+
+def _md5_hex(raw: Any) -> str | None:
+    if not raw:
+        return None
+    if isinstance(raw, str):  # base64 as sent on the wire
+        try:
+            raw = base64.b64decode(raw)
+        except (ValueError, binascii.Error):
+            return None
+    return "md5:" + bytes(raw).hex()
+
+
+def _is_folder(metadata: Mapping[str, str] | None) -> bool:
+    return bool(metadata) and str((metadata or {}).get(_FOLDER_META, "")).lower() == "true"
+
+
+class AzureStore(Store):
+    """One Azure storage account reached through an adlfs ``AzureBlobFileSystem``."""
+
+    supports_etags = True
+    native_batches = True
+
+    def __init__(
+        self,
+        fs: Any,
+        scheme: str = "abfs",
+        *,
+        concurrency: int = DEFAULT_CONCURRENCY,
+        hierarchical: bool | None = None,
+        faults: HttpFaults | None = None,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self.fs = fs
+        self.scheme = scheme
+        self.name = scheme
+        self.concurrency = concurrency
+        # bound to the filesystem's loop on first use (asyncio primitives bind lazily)
+        self._in_flight = asyncio.Semaphore(concurrency)
+        self.faults = faults
+        self._loop: asyncio.AbstractEventLoop = fs.loop
+        self._netlocs: dict[str, str] = {}
+        self._client: Any = None
+        self._dfs_client: Any = None
+        self._session: Any = None
+        self._containers_known: set[str] = set()
+        self.hierarchical = (
+            hierarchical if hierarchical is not None else run(self._loop, self._detect_hns)
+        )
+        # A Data Lake rename keeps the etag; a copy+delete gives the destination a new one.
+        self.rename_keeps_etag = self.hierarchical
+        self.flat_walk = not self.hierarchical
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    async def _blob_service(self) -> Any:
+        """Our own client for the account of adlfs's: same URL and credential, but no SDK
+        retries (the managed store retries and counts) and a connection pool as large as the
+        concurrency (aiohttp's default of 100 would cap the requests in flight)."""
+        if self._client is None:
+            import aiohttp
+            from azure.core.pipeline.transport import AioHttpTransport
+            from azure.storage.blob.aio import BlobServiceClient
+
+            base = self.fs.service_client
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self.concurrency + 8)
+            )
+            transport = AioHttpTransport(session=self._session, session_owner=False)
+            self._client = BlobServiceClient(
+                account_url=base.url, credential=base.credential, transport=transport,
+                retry_total=0,
+            )
+        return self._client
+
+    async def _datalake_service(self) -> Any:
+        if self._dfs_client is None:
+            from azure.storage.filedatalake.aio import DataLakeServiceClient
+
+            base = self.fs.service_client
+            url = base.url.replace(".blob.", ".dfs.", 1)
+            self._dfs_client = DataLakeServiceClient(
+                account_url=url, credential=base.credential, retry_total=0
+            )
+        return self._dfs_client
+
+    async def _detect_hns(self) -> bool:
+        svc = await self._blob_service()
+        try:
+            info = await svc.get_account_information()
+        except Exception:
+            # A SAS scoped to a container may not read account information. Copy+delete is
+            # correct on either kind of account (only slower and non-atomic), so fall back to it.
+            return False
+        return bool(info.get("is_hns_enabled"))
+
+    def _split(self, path: str) -> tuple[str, str]:
+        """``abfs://container[@account.host]/key`` -> ``(container, key)``."""
+        # Locations are unescaped: '#', '?' and '%' are part of names, so no URL parser here.
+        rest = path.split("://", 1)[1] if "://" in path else path.lstrip("/")
+        netloc, _, key = rest.partition("/")
+        container = netloc.split("@", 1)[0]
+        if not container:
+            raise StoreError(f"no container in {path}", path)
+        self._netlocs.setdefault(container, netloc)
+        return container, key.strip("/")
+
+    def _url(self, container: str, key: str) -> str:
+        netloc = self._netlocs.get(container, container)
+        return f"{self.scheme}://{netloc}/{key}" if key else f"{self.scheme}://{netloc}"
+
+    async def _gate(self, op: str) -> None:
+        if self.faults is not None and self.faults.before(op):
+            raise _InjectedHttpError(self.faults.status, "ServerBusy")
+
+    async def _gate_after(self, op: str) -> None:
+        if self.faults is not None and self.faults.after(op):
+            raise _InjectedHttpError(self.faults.status, "OperationTimedOut")
+
+    def _do(self, path: str, fn: Any, *args: Any) -> Any:
+        try:
+            return run(self._loop, fn, *args)
+        except StoreError:
+            raise
+        except Exception as e:
+            # from None: the SDK's exception may carry a signed URL; its scrubbed text is kept
+            raise classify_azure(e, path) from None
+
+    def _status(self, container: str, props: Any, is_dir: bool | None = None) -> FileStatus:
+        name = str(props.name).rstrip("/")
+        folder = _is_folder(getattr(props, "metadata", None)) if is_dir is None else is_dir
+        modified = getattr(props, "last_modified", None)
+        if folder:
+            return FileStatus(self._url(container, name), 0, True)
+        settings = getattr(props, "content_settings", None)
+        return FileStatus(
+            self._url(container, name),
+            int(props.size or 0),
+            False,
+            str(props.etag).strip('"') if props.etag else None,
+            modified.timestamp() if modified is not None else None,
+            _md5_hex(getattr(settings, "content_md5", None)),
+        )
+
+    # -- reading -------------------------------------------------------------------------------
+
+    async def _stat(self, path: str) -> FileStatus:
+        from azure.core.exceptions import ResourceNotFoundError
+
+        container, key = self._split(path)
+        svc = await self._blob_service()
+        await self._gate("stat")
+        if not key:
+            await svc.get_container_client(container).get_container_properties()
+            return FileStatus(self._url(container, ""), 0, True)
+        try:
+            props = await svc.get_blob_client(container, key).get_blob_properties()
+            return self._status(container, props)
+        except ResourceNotFoundError:
+            pass
+        # No blob: a directory exists if anything is stored below it.
+        cc = svc.get_container_client(container)
+        async for _ in cc.list_blobs(name_starts_with=key + "/", results_per_page=1):
+            return FileStatus(self._url(container, key), 0, True)
+        raise PathNotFoundError(f"not found: {path}", path)
+
+    def stat(self, path: str) -> FileStatus:
+        result: FileStatus = self._do(path, self._stat, path)
+        return result
+
+    async def _list(self, path: str) -> list[FileStatus]:
+        container, key = self._split(path)
+        svc = await self._blob_service()
+        cc = svc.get_container_client(container)
+        prefix = key + "/" if key else ""
+        await self._gate("list_dir")
+        out: dict[str, FileStatus] = {}
+        async for item in cc.walk_blobs(name_starts_with=prefix, delimiter="/",
+                                        include=["metadata"]):
+            name = str(item.name).rstrip("/")
+            if not name or name == key:
+                continue
+            is_prefix = not hasattr(item, "size")
+            st = self._status(container, item, True if is_prefix else None)
+            # a marker blob and the prefix of its children name the same directory
+            if st.path not in out or st.is_dir:
+                out[st.path] = st
+        if not out:
+            st = await self._stat(path)  # raises PathNotFoundError when nothing is there
+            if not st.is_dir:
+                raise StoreError(f"not a directory: {path}", path)
+        return list(out.values())
+
+    def list_dir(self, path: str) -> list[FileStatus]:
+        result: list[FileStatus] = self._do(path, self._list, path)
+        return result
+
+    async def _walk(self, root: str) -> list[FileStatus]:
+        container, key = self._split(root)
+        svc = await self._blob_service()
+        cc = svc.get_container_client(container)
+        await self._gate("list_dir")
+        out: list[FileStatus] = []
+        async for props in cc.list_blobs(name_starts_with=key + "/" if key else "",
+                                         include=["metadata"]):
+            st = self._status(container, props)
+            if not st.is_dir:
+                out.append(st)
+        return out
+
+    def walk_files(self, root: str) -> Iterator[FileStatus]:
+        # Blob storage is flat: one paged listing of the prefix returns every file below it,
+        # where a tree walk would cost a request per virtual directory.
+        if self.hierarchical:
+            yield from Store.walk_files(self, root)
+            return
+        yield from self._do(root, self._walk, root)
+
+    async def _read(self, path: str, limit: int | None) -> bytes:
+        container, key = self._split(path)
+        svc = await self._blob_service()
+        await self._gate("read_bytes")
+        downloader = await svc.get_blob_client(container, key).download_blob()
+        if limit is not None and downloader.size > limit:
+            raise StoreError(f"file is larger than the limit of {limit} bytes: {path}", path)
+        data: bytes = await downloader.readall()
+        return data
+
+    def read_bytes(self, path: str, limit: int | None = None) -> bytes:
+        result: bytes = self._do(path, self._read, path, limit)
+        return result
+
+    # -- writing -------------------------------------------------------------------------------
+
+    async def _ensure_container(self, container: str) -> None:
+        from azure.core.exceptions import ResourceExistsError
+
+        if container in self._containers_known:
+            return
+        svc = await self._blob_service()
+        with contextlib.suppress(ResourceExistsError):  # it exists: what we wanted
+            await svc.get_container_client(container).create_container()
+        self._containers_known.add(container)
+
+    async def _write(self, path: str, data: bytes, exclusive: bool) -> None:
+        from azure.core.exceptions import ResourceNotFoundError
+
+        container, key = self._split(path)
+        svc = await self._blob_service()
+        bc = svc.get_blob_client(container, key)
+        await self._gate("write_bytes")
+        try:
+            # overwrite=False sends If-None-Match: * -- the service decides, atomically.
+            await bc.upload_blob(data, overwrite=not exclusive)
+        except ResourceNotFoundError:
+            await self._ensure_container(container)
+            await bc.upload_blob(data, overwrite=not exclusive)
+        await self._gate_after("write_bytes")
+
+    def write_bytes(self, path: str, data: bytes, *, exclusive: bool = False) -> None:
+        self._do(path, self._write, path, data, exclusive)
+
+    def open_write(self, path: str) -> BinaryIO:
+        # The stream uploads through write_bytes at close, with this store's credentials (the
+        # base class's fsspec.open would build a filesystem without them).
+        return UploadOnClose(lambda data: self.write_bytes(path, data))
+
+    async def _mkdirs(self, path: str) -> None:
+        from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
+
+        container, key = self._split(path)
+        await self._ensure_container(container)
+        if not key:
+            return
+        try:
+            st = await self._stat(path)
+        except PathNotFoundError:
+            st = None
+        if st is not None:
+            if not st.is_dir:
+                raise PathExistsError(f"a file exists where a directory must be: {path}", path)
+            return
+        svc = await self._blob_service()
+        await self._gate("mkdirs")
+        if self.hierarchical:
+            dls = await self._datalake_service()
+            await dls.get_directory_client(container, key).create_directory()
+            return
+        bc = svc.get_blob_client(container, key)
+        try:
+            await bc.upload_blob(b"", overwrite=False, metadata={_FOLDER_META: "true"})
+        except ResourceExistsError:
+            pass  # a concurrent creator: fine if it made a directory
+        except ResourceNotFoundError:
+            await self._ensure_container(container)
+            raise TransientStoreError(f"container was missing, created: {path}", path) from None
+
+    def mkdirs(self, path: str) -> None:
+        self._do(path, self._mkdirs, path)
+
+    async def _wait_copy(self, dst_client: Any, copy: Mapping[str, Any], path: str) -> None:
+        """Real Azure may leave a large copy pending; wait for it, bounded."""
+        status = copy.get("copy_status")
+        delay, waited = _COPY_POLL_INITIAL_S, 0.0
+        while status == "pending":
+            if waited > _COPY_WAIT_LIMIT_S:
+                raise TransientStoreError(f"copy still pending after {waited:.0f}s: {path}", path)
+            await asyncio.sleep(delay)
+            waited += delay
+            delay = min(delay * 2, _COPY_POLL_MAX_S)
+            props = await dst_client.get_blob_properties()
+            status = props.copy.status
+        if status not in (None, "success"):
+            raise StoreError(f"server-side copy ended {status!r}: {path}", path)
+
+    async def _complete_half_done_rename(self, src_client: Any, dst_client: Any,
+                                         src: str, dst: str) -> bool:
+        """After a copy found ``dst`` present: ``True`` (and the source deleted) if ``dst`` is
+        the finished copy of ``src`` from an earlier attempt of this rename (its recorded copy
+        source is ``src``, sizes and MD5s equal); else ``False``: a genuine conflict."""
+        from azure.core.exceptions import ResourceNotFoundError
+
+        try:
+            d = await dst_client.get_blob_properties()
+            s = await src_client.get_blob_properties()
+        except ResourceNotFoundError:
+            return False
+        copy_source = getattr(d.copy, "source", None) or ""
+        same_source = copy_source.split("?", 1)[0] == src_client.url.split("?", 1)[0]
+        d_md5 = _md5_hex(d.content_settings.content_md5)
+        same_content = d.size == s.size and d_md5 is not None and d_md5 == _md5_hex(
+            s.content_settings.content_md5)
+        if not (same_source and same_content and d.copy.status == "success"):
+            return False
+        await src_client.delete_blob()
+        return True
+
+    async def _rename(self, pair: tuple[str, str], replace: bool = False) -> None:
+        from azure.core import MatchConditions
+        from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
+
+        src, dst = pair
+        sc, sk = self._split(src)
+        dc, dk = self._split(dst)
+        if not sk or not dk:
+            raise StoreError(f"cannot rename a container: {src} -> {dst}", src)
+        await self._gate("rename_file")
+        if self.hierarchical:
+            dls = await self._datalake_service()
+            fc = dls.get_file_client(sc, sk)
+            kwargs: dict[str, Any] = {} if replace else {
+                "match_condition": MatchConditions.IfMissing}
+            try:
+                await fc.rename_file(f"{dc}/{dk}", **kwargs)
+            except ResourceExistsError:
+                raise PathExistsError(f"rename destination exists: {dst}", dst) from None
+            except ResourceNotFoundError:
+                raise PathNotFoundError(f"rename source not found: {src}", src) from None
+            await self._gate_after("rename_file")
+            return
+        svc = await self._blob_service()
+        src_client = svc.get_blob_client(sc, sk)
+        dst_client = svc.get_blob_client(dc, dk)
+        kwargs = {} if replace else {"match_condition": MatchConditions.IfMissing}
+        try:
+            copy = await dst_client.start_copy_from_url(src_client.url, **kwargs)
+        except ResourceExistsError:
+            if await self._complete_half_done_rename(src_client, dst_client, src, dst):
+                return
+            raise PathExistsError(f"rename destination exists: {dst}", dst) from None
+        except ResourceNotFoundError:
+            raise PathNotFoundError(f"rename source not found: {src}", src) from None
+        await self._wait_copy(dst_client, copy, dst)
+        await self._gate("delete_file")
+        # not found: an earlier attempt deleted it after the copy: the rename is complete
+        with contextlib.suppress(ResourceNotFoundError):
+            await src_client.delete_blob()
+        await self._gate_after("rename_file")
+
+    def rename_file(self, src: str, dst: str) -> None:
+        self._do(f"{src} -> {dst}", self._rename, (src, dst))
+
+    def replace_file(self, src: str, dst: str) -> None:
+        self._do(f"{src} -> {dst}", self._rename, (src, dst), True)
+
+    async def _rename_batch(self, pairs: Sequence[tuple[str, str]]) -> list[BaseException | None]:
+        results = await map_bounded(self._limited_rename, pairs, self.concurrency)
+        return [None if r is None else classify_azure(r, f"{p[0]} -> {p[1]}")
+                for p, r in zip(pairs, results, strict=True)]
+
+    async def _limited_rename(self, pair: tuple[str, str]) -> None:
+        # One limit for the whole store: the engine runs several batches at once (one per
+        # worker thread), and ``concurrency`` means requests in flight, not per batch.
+        async with self._in_flight:
+            await self._rename(pair)
+
+    def rename_batch(self, pairs: Sequence[tuple[str, str]]) -> list[BaseException | None]:
+        result: list[BaseException | None] = run(self._loop, self._rename_batch, pairs)
+        return result
+
+    # -- deleting ------------------------------------------------------------------------------
+
+    async def _delete_key(self, container: str, key: str) -> bool:
+        from azure.core.exceptions import ResourceNotFoundError
+
+        svc = await self._blob_service()
+        await self._gate("delete_file")
+        try:
+            await svc.get_blob_client(container, key).delete_blob()
+        except ResourceNotFoundError:
+            return False
+        return True
+
+    async def _delete_file(self, path: str) -> bool:
+        container, key = self._split(path)
+        return await self._delete_key(container, key)
+
+    def delete_file(self, path: str) -> bool:
+        result: bool = self._do(path, self._delete_file, path)
+        return result
+
+    async def _delete_tree(self, path: str) -> bool:
+        from azure.core.exceptions import ResourceNotFoundError
+
+        container, key = self._split(path)
+        svc = await self._blob_service()
+        if not key:
+            raise StoreError(f"refusing to delete a whole container: {path}", path)
+        if self.hierarchical:
+            dls = await self._datalake_service()
+            await self._gate("delete_tree")
+            try:
+                await dls.get_directory_client(container, key).delete_directory()
+            except ResourceNotFoundError:
+                return False
+            return True
+        cc = svc.get_container_client(container)
+        await self._gate("list_dir")
+        names = [b.name async for b in cc.list_blobs(name_starts_with=key + "/")]
+        # deepest first, so a directory marker goes after what is below it
+        names.sort(key=lambda n: n.count("/"), reverse=True)
+        names.append(key)  # the marker of the directory itself, if any
+
+        found = False
+
+        async def one(name: str) -> None:
+            nonlocal found
+            async with self._in_flight:
+                if await self._delete_key(container, name):
+                    found = True
+
+        results = await map_bounded(one, names, self.concurrency)
+        for r in results:
+            if r is not None:
+                raise r
+        return found
+
+    def delete_tree(self, path: str) -> bool:
+        result: bool = self._do(path, self._delete_tree, path)
+        return result
+
+    def close(self) -> None:
+        async def _close() -> None:
+            if self._client is not None:
+                await self._client.close()
+            if self._dfs_client is not None:
+                await self._dfs_client.close()
+            if self._session is not None:
+                await self._session.close()
+            self._client = self._dfs_client = self._session = None
+
+        run(self._loop, _close)
+
+
+def open_azure(location: str, options: Mapping[str, Any]) -> AzureStore:
+    """Backend factory for ``abfs``/``abfss``/``az`` locations (see ``register_backend``)."""
+    from adlfs import AzureBlobFileSystem
+
+    from committer.errors import ConfigError
+    from manifest_schema.uris import split_scheme
+
+    opts = dict(options)
+    register_options(opts)
+    concurrency = int(opts.pop(CONCURRENCY_OPTION, DEFAULT_CONCURRENCY))
+    hierarchical = opts.pop("committer_hierarchical", None)
+    netloc = urlsplit(location).netloc
+    if "@" in netloc and "account_name" not in opts and "connection_string" not in opts:
+        opts["account_name"] = netloc.split("@", 1)[1].split(".", 1)[0]
+    # The committer must see every change at once: no listing cache.
+    opts.setdefault("use_listings_cache", False)
+    try:
+        fs = AzureBlobFileSystem(**opts)
+    except Exception as e:
+        raise ConfigError(f"cannot connect to Azure storage: {scrub(str(e))}") from None
+    scheme, _ = split_scheme(location)
+    return AzureStore(fs, scheme or "abfs", concurrency=concurrency,
+                      hierarchical=hierarchical)
+
+
+for _scheme in ("abfs", "abfss", "az"):
+    register_backend(_scheme, open_azure)

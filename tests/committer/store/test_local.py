@@ -1,0 +1,136 @@
+"""LocalStore: the store contract on local disk."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from committer.errors import PathExistsError, PathNotFoundError, StoreError
+from committer.store.local import LocalStore, local_path
+
+
+@pytest.fixture
+def store() -> LocalStore:
+    return LocalStore()
+
+
+def test_local_path_accepts_file_uris() -> None:
+    assert local_path("file:///a/b") == "/a/b"
+    assert local_path("file://localhost/a") == "/a"
+    assert local_path("file:/a") == "/a"
+    assert local_path("/a") == "/a"
+
+
+def test_rename_never_replaces(store: LocalStore, tmp_path: Path) -> None:
+    (tmp_path / "a").write_bytes(b"a")
+    (tmp_path / "b").write_bytes(b"b")
+    with pytest.raises(PathExistsError):
+        store.rename_file(str(tmp_path / "a"), str(tmp_path / "b"))
+    assert (tmp_path / "a").read_bytes() == b"a" and (tmp_path / "b").read_bytes() == b"b"
+
+
+def test_rename_missing_source_and_missing_parent(store: LocalStore, tmp_path: Path) -> None:
+    with pytest.raises(PathNotFoundError, match="source"):
+        store.rename_file(str(tmp_path / "none"), str(tmp_path / "x"))
+    (tmp_path / "a").write_bytes(b"a")
+    with pytest.raises(PathNotFoundError, match="parent"):
+        store.rename_file(str(tmp_path / "a"), str(tmp_path / "no" / "x"))
+    assert (tmp_path / "a").exists()
+
+
+def test_rename_keeps_the_etag(store: LocalStore, tmp_path: Path) -> None:
+    (tmp_path / "a").write_bytes(b"abc")
+    before = store.stat(str(tmp_path / "a"))
+    store.rename_file(str(tmp_path / "a"), f"file://{tmp_path}/b")
+    after = store.stat(str(tmp_path / "b"))
+    assert before.etag == after.etag and after.size == 3 and not after.is_dir
+    assert store.proves_rename(after, 3, before.etag)
+    assert not store.proves_rename(after, 4, before.etag)
+    (tmp_path / "b").unlink()
+    (tmp_path / "b").write_bytes(b"xyz")  # same size, a different file
+    assert not store.proves_rename(store.stat(str(tmp_path / "b")), 3, before.etag)
+
+
+def test_replace_file_overwrites(store: LocalStore, tmp_path: Path) -> None:
+    (tmp_path / "a").write_bytes(b"new")
+    (tmp_path / "b").write_bytes(b"old")
+    store.replace_file(str(tmp_path / "a"), str(tmp_path / "b"))
+    assert (tmp_path / "b").read_bytes() == b"new" and not (tmp_path / "a").exists()
+
+
+def test_delete(store: LocalStore, tmp_path: Path) -> None:
+    (tmp_path / "d" / "e").mkdir(parents=True)
+    (tmp_path / "d" / "e" / "f").write_bytes(b"")
+    (tmp_path / "g").write_bytes(b"")
+    assert store.delete_file(str(tmp_path / "g")) is True
+    assert store.delete_file(str(tmp_path / "g")) is False
+    assert store.delete_tree(str(tmp_path / "d")) is True
+    assert store.delete_tree(str(tmp_path / "d")) is False
+    assert os.listdir(tmp_path) == []
+
+
+def test_remove_dir_if_empty(store: LocalStore, tmp_path: Path) -> None:
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "x").write_bytes(b"")
+    (tmp_path / "empty").mkdir()
+    assert store.remove_dir_if_empty(str(tmp_path / "full")) is False
+    assert store.remove_dir_if_empty(str(tmp_path / "empty")) is True
+    assert store.remove_dir_if_empty(str(tmp_path / "absent")) is True
+    assert (tmp_path / "full" / "x").exists()
+
+
+def test_mkdirs(store: LocalStore, tmp_path: Path) -> None:
+    store.mkdirs(str(tmp_path / "a" / "b"))
+    store.mkdirs(str(tmp_path / "a" / "b"))  # existing is fine
+    (tmp_path / "f").write_bytes(b"")
+    with pytest.raises(PathExistsError):
+        store.mkdirs(str(tmp_path / "f"))
+    with pytest.raises(PathExistsError):
+        store.mkdirs(str(tmp_path / "f" / "below"))
+
+
+def test_read_and_write(store: LocalStore, tmp_path: Path) -> None:
+    path = str(tmp_path / "deep" / "x.json")
+    store.write_bytes(path, b"12345")  # parents created
+    assert store.read_bytes(path) == b"12345"
+    assert store.read_bytes(path, limit=5) == b"12345"
+    with pytest.raises(StoreError, match="larger than the limit"):
+        store.read_bytes(path, limit=4)
+    with pytest.raises(PathExistsError):
+        store.write_bytes(path, b"x", exclusive=True)
+    with pytest.raises(PathNotFoundError):
+        store.read_bytes(str(tmp_path / "none"))
+    with pytest.raises(StoreError, match="directory"):
+        store.read_bytes(str(tmp_path / "deep"))
+
+
+def test_stat_list_and_walk(store: LocalStore, tmp_path: Path) -> None:
+    (tmp_path / "a b" / "c").mkdir(parents=True)
+    (tmp_path / "a b" / "c" / "f1").write_bytes(b"1")
+    (tmp_path / "a b" / "f2").write_bytes(b"22")
+    assert store.stat(str(tmp_path / "a b")).is_dir
+    with pytest.raises(PathNotFoundError):
+        store.stat(str(tmp_path / "nothing"))
+    listing = {Path(s.path).name: s for s in store.list_dir(str(tmp_path / "a b"))}
+    assert listing["c"].is_dir and listing["f2"].size == 2
+    walked = sorted((Path(s.path).relative_to(tmp_path).as_posix(), s.size)
+                    for s in store.walk_files(str(tmp_path)))
+    assert walked == [("a b/c/f1", 1), ("a b/f2", 2)]
+    assert store.exists(str(tmp_path / "a b" / "f2"))
+    assert not store.exists(str(tmp_path / "zz"))
+    with pytest.raises(PathNotFoundError):
+        store.list_dir(str(tmp_path / "zz"))
+
+
+def test_rename_batch_reports_each_result(store: LocalStore, tmp_path: Path) -> None:
+    (tmp_path / "a").write_bytes(b"a")
+    (tmp_path / "taken").write_bytes(b"t")
+    (tmp_path / "c").write_bytes(b"c")
+    results = store.rename_batch([(str(tmp_path / "a"), str(tmp_path / "a2")),
+                                  (str(tmp_path / "c"), str(tmp_path / "taken")),
+                                  (str(tmp_path / "none"), str(tmp_path / "n2"))])
+    assert results[0] is None
+    assert isinstance(results[1], PathExistsError)
+    assert isinstance(results[2], PathNotFoundError)

@@ -1,0 +1,178 @@
+"""ManagedStore: statistics, retries of transient failures, rate limit, rename recovery."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from committer.errors import (
+    AmbiguousRenameError,
+    PathExistsError,
+    PathNotFoundError,
+    TransientStoreError,
+)
+from committer.store import ManagedStore, open_store
+from committer.store.faults import FaultInjectingStore, FaultPlan
+from committer.store.local import LocalStore
+from committer.store.rate_limit import RateLimiter
+from tests.committer.helpers import fast_config
+
+
+def _store(plan: FaultPlan, **config: int) -> tuple[ManagedStore, FaultInjectingStore]:
+    faults = FaultInjectingStore(LocalStore(), plan)
+    return ManagedStore(faults, fast_config(**config)), faults
+
+
+def test_open_store_picks_local_disk_for_paths_and_file_uris(tmp_path: Path) -> None:
+    for location in (str(tmp_path), f"file://{tmp_path}", f"file:{tmp_path}"):
+        assert isinstance(open_store(location).backend, LocalStore)
+
+
+def test_operations_are_counted_under_hadoop_names(tmp_path: Path) -> None:
+    store = ManagedStore(LocalStore(), fast_config())
+    store.mkdirs(str(tmp_path / "d"))
+    store.write_bytes(str(tmp_path / "d" / "a"), b"x")
+    store.rename_file(str(tmp_path / "d" / "a"), str(tmp_path / "d" / "b"))
+    store.list_dir(str(tmp_path / "d"))
+    store.stat(str(tmp_path / "d" / "b"))
+    store.delete_file(str(tmp_path / "d" / "b"))
+    with pytest.raises(PathNotFoundError):
+        store.stat(str(tmp_path / "d" / "b"))
+    snap = store.stats.snapshot()
+    for name in ("op_mkdirs", "op_rename", "op_list_status", "op_delete"):
+        assert snap.counters[name] == 1, name
+        assert f"{name}.mean" in snap.meanstatistics
+    assert snap.counters["op_get_file_status"] == 1
+    assert snap.counters["op_get_file_status.failures"] == 1
+
+
+def test_transient_failures_are_retried(tmp_path: Path) -> None:
+    store, faults = _store(FaultPlan(rate=0.5, operations=frozenset({"stat"}), seed=4))
+    (tmp_path / "f").write_bytes(b"abc")
+    for _ in range(20):
+        assert store.stat(str(tmp_path / "f")).size == 3
+    assert faults.injected > 0
+    assert store.stats.counter("store_io_retry") >= 1
+    assert store.stats.counter("store_io_throttled") >= 1
+
+
+def test_retries_give_up_after_the_configured_attempts(tmp_path: Path) -> None:
+    store, faults = _store(FaultPlan(rate=1.0, operations=frozenset({"stat"})), retry_attempts=3)
+    with pytest.raises(TransientStoreError):
+        store.stat(str(tmp_path))
+    # the first call, then ``retry_attempts`` retries
+    assert faults.injected == 4
+
+
+def test_non_transient_failures_are_not_retried(tmp_path: Path) -> None:
+    store, _ = _store(FaultPlan())
+    (tmp_path / "a").write_bytes(b"a")
+    (tmp_path / "b").write_bytes(b"b")
+    with pytest.raises(PathExistsError):
+        store.rename_file(str(tmp_path / "a"), str(tmp_path / "b"))
+    assert store.stats.counter("store_io_retry") == 0
+
+
+def test_rename_after_timeout_is_recovered(tmp_path: Path) -> None:
+    store, _ = _store(FaultPlan(after_rate=1.0))
+    (tmp_path / "a").write_bytes(b"abc")
+    etag = LocalStore().stat(str(tmp_path / "a")).etag
+    store.rename_file(str(tmp_path / "a"), str(tmp_path / "b"), size=3, etag=etag)
+    assert (tmp_path / "b").read_bytes() == b"abc"
+    assert store.stats.counter("commit_file_rename_recovered") == 1
+
+
+def test_rename_after_timeout_with_wrong_etag_is_ambiguous(tmp_path: Path) -> None:
+    store, _ = _store(FaultPlan(after_rate=1.0))
+    (tmp_path / "a").write_bytes(b"abc")
+    with pytest.raises(AmbiguousRenameError, match="cannot be proven"):
+        store.rename_file(str(tmp_path / "a"), str(tmp_path / "b"), size=3, etag="not-it")
+    assert (tmp_path / "b").read_bytes() == b"abc"  # nothing lost
+    assert store.stats.counter("commit_file_rename_recovered") == 0
+
+
+def test_rename_after_timeout_with_wrong_size_is_ambiguous(tmp_path: Path) -> None:
+    store, _ = _store(FaultPlan(after_rate=1.0))
+    (tmp_path / "a").write_bytes(b"abc")
+    etag = LocalStore().stat(str(tmp_path / "a")).etag
+    with pytest.raises(AmbiguousRenameError):
+        store.rename_file(str(tmp_path / "a"), str(tmp_path / "b"), size=4, etag=etag)
+
+
+def test_rename_of_a_missing_source_is_not_found(tmp_path: Path) -> None:
+    store, _ = _store(FaultPlan())
+    with pytest.raises(PathNotFoundError):
+        store.rename_file(str(tmp_path / "none"), str(tmp_path / "b"), size=1, etag="x")
+
+
+def test_parent_missing_once_is_cured(tmp_path: Path) -> None:
+    store, faults = _store(FaultPlan(parent_missing_once={"target"}))
+    (tmp_path / "a").write_bytes(b"a")
+    (tmp_path / "target").mkdir()
+    store.rename_file(str(tmp_path / "a"), str(tmp_path / "target" / "a"), size=1)
+    assert (tmp_path / "target" / "a").exists()
+    assert faults.plan.parent_missing_once == set()
+
+
+def test_parent_really_missing_is_reported(tmp_path: Path) -> None:
+    """The HADOOP-18242 retry recreates the parent: a genuinely absent one is created too.
+    Only a second 'parent missing' is fatal."""
+    store, _ = _store(FaultPlan())
+    (tmp_path / "a").write_bytes(b"a")
+    store.rename_file(str(tmp_path / "a"), str(tmp_path / "new" / "a"), size=1)
+    assert (tmp_path / "new" / "a").exists()
+
+
+def test_rename_batch_renames_all(tmp_path: Path) -> None:
+    store, _ = _store(FaultPlan(rate=0.2, after_rate=0.2, seed=9))
+    entries = []
+    for i in range(30):
+        (tmp_path / f"s{i}").write_bytes(b"x" * i)
+        etag = LocalStore().stat(str(tmp_path / f"s{i}")).etag
+        entries.append((str(tmp_path / f"s{i}"), str(tmp_path / f"d{i}"), i, etag))
+    store.rename_batch(entries)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"d{i}" for i in range(30))
+
+
+def test_save_atomic_replaces(tmp_path: Path) -> None:
+    store = ManagedStore(LocalStore(), fast_config())
+    target = str(tmp_path / "_SUCCESS")
+    store.save_atomic(target, b"one", str(tmp_path / "t1"))
+    store.save_atomic(target, b"two", str(tmp_path / "t2"))
+    assert (tmp_path / "_SUCCESS").read_bytes() == b"two"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["_SUCCESS"]
+
+
+def test_rate_limit_paces_operations(tmp_path: Path) -> None:
+    store = ManagedStore(LocalStore(), fast_config(io_rate_limit=50))
+    (tmp_path / "f").write_bytes(b"")
+    t0 = time.monotonic()
+    for _ in range(75):  # 50 from the burst, then 25 at 50/s
+        store.stat(str(tmp_path / "f"))
+    assert time.monotonic() - t0 >= 0.4
+    assert store.stats.counter("store_io_rate_limited") >= 1
+
+
+def test_rate_limiter_token_bucket() -> None:
+    limiter = RateLimiter(100)
+    t0 = time.monotonic()
+    waited = sum(limiter.acquire() for _ in range(100))  # the burst
+    assert waited == 0.0
+    waited = sum(limiter.acquire() for _ in range(30))
+    elapsed = time.monotonic() - t0
+    # 30 permits beyond the burst at 100/s: at least ~0.3 s, however loaded the machine is
+    assert waited > 0 and elapsed >= 0.25
+    with pytest.raises(ValueError):
+        RateLimiter(0)
+
+
+def test_rate_limiter_is_shared_by_threads() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    limiter = RateLimiter(200)
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(lambda _: limiter.acquire(), range(300)))
+    assert time.monotonic() - t0 >= 0.45  # 200 burst + 100 at 200/s

@@ -1,0 +1,190 @@
+"""The driver side: both engine transports, options reaching the engine, manifests, metrics."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from manifest_schema import TaskManifest
+from tests.spark.helpers import (
+    assert_ours,
+    data_files,
+    engine_mode,
+    intercepting_engine,
+    rows,
+    schema_validator,
+    session_conf,
+)
+
+pytestmark = pytest.mark.spark
+
+SUMMARY_KEY = "spark__hadoop__mapreduce__manifest__committer__summary__report__directory"
+
+
+def test_subprocess_engine_commits_and_receives_options(spark: Any, spark_work_dir: Path) -> None:
+    dest = spark_work_dir / "subprocess engine"
+    reports = spark_work_dir / "reports sub"
+    with intercepting_engine(spark) as engine, engine_mode(spark, "subprocess"), session_conf(
+        spark, **{SUMMARY_KEY: str(reports)}
+    ):
+        spark.range(0, 50, numPartitions=3).selectExpr("id", "id % 2 as p").write.partitionBy(
+            "p"
+        ).parquet(str(dest))
+    assert engine.requests == [], "the in-process engine must not be used in subprocess mode"
+    assert [r[0] for r in rows(spark, "parquet", dest)] == list(range(50))
+    doc = assert_ours(dest)
+    # The option set on the session reached the subprocess (through its standard input).
+    report = json.loads(next(reports.glob("summary-*.json")).read_text(encoding="utf-8"))
+    assert report["jobId"] == doc["jobId"]
+
+
+def test_subprocess_engine_failure_fails_the_job_with_its_message(
+    spark: Any, spark_work_dir: Path
+) -> None:
+    dest = spark_work_dir / "subprocess failure"
+    with engine_mode(spark, "subprocess"), session_conf(
+        spark, spark__hadoop__mapreduce__manifest__committer__io__threads="0"
+    ), pytest.raises(Exception, match="io_threads must be at least 1"):
+        spark.range(3).write.parquet(str(dest))
+    assert not (dest / "_SUCCESS").exists()
+
+
+def test_subprocess_gets_credentials_on_stdin_not_argv(spark: Any, spark_work_dir: Path) -> None:
+    import sys
+
+    record = spark_work_dir / "python wrapper"
+    record.mkdir()
+    wrapper = record / "python.sh"
+    # Records the command line and the standard input, then runs the real interpreter.
+    wrapper.write_text(
+        "#!/bin/sh\n"
+        f"printf '%s\\n' \"$0\" \"$@\" > '{record}/argv'\n"
+        f"tee '{record}/stdin' | exec '{sys.executable}' \"$@\"\n",
+        encoding="utf-8",
+    )
+    wrapper.chmod(0o755)
+    secret = "s3cr3t-key-value"
+    dest = spark_work_dir / "stdin only"
+    with engine_mode(spark, "subprocess"), session_conf(
+        spark,
+        spark__manifest__committer__python=str(wrapper),
+        spark__hadoop__fs__azure__account__key__example__dfs__core__windows__net=secret,
+    ):
+        spark.range(5).write.parquet(str(dest))
+    assert_ours(dest)
+    argv = (record / "argv").read_text(encoding="utf-8")
+    assert argv.splitlines()[1:] == ["-m", "committer.spark.driver"]
+    assert secret not in argv
+    request = json.loads((record / "stdin").read_text(encoding="utf-8"))
+    assert request["operation"] == "commitJob"  # the last of setupJob, commitJob
+    assert secret in request["conf"].values()
+
+
+def test_in_process_engine_gets_options_and_committed_attempts(
+    spark: Any, spark_work_dir: Path
+) -> None:
+    dest = spark_work_dir / "in process"
+    reports = spark_work_dir / "reports in"
+    with intercepting_engine(spark) as engine, session_conf(spark, **{SUMMARY_KEY: str(reports)}):
+        spark.range(0, 40, numPartitions=4).write.json(str(dest))
+    assert engine.operations() == ["setupJob", "commitJob"]
+    commit = engine.requests[1]
+    assert commit["conf"]["spark.hadoop.mapreduce.manifest.committer.summary.report.directory"] \
+        == str(reports)
+    tasks = commit["committedTasks"]
+    assert len(tasks) == 4
+    assert sum(t["files"] for t in tasks) == len(data_files(dest))
+    assert all(t["bytes"] > 0 for t in tasks)
+    assert list(reports.glob("summary-*.json"))
+    doc = assert_ours(dest)
+    assert doc["metrics"]["committer_bytes_committed"] == sum(t["bytes"] for t in tasks)
+
+
+def test_shim_manifests_validate_against_schema_and_load(spark: Any, spark_work_dir: Path) -> None:
+    dest = spark_work_dir / "schema check"
+    validator = schema_validator("task-manifest")
+    seen: list[dict[str, Any]] = []
+
+    def capture(request: dict[str, Any]) -> None:
+        for task in request["committedTasks"]:
+            path = Path(task["manifestPath"].removeprefix("file:").replace("%20", " "))
+            data = path.read_bytes()
+            doc = json.loads(data)
+            validator.validate(doc)
+            manifest = TaskManifest.loads(data, str(path))
+            assert manifest.task_attempt_id == task["taskAttemptId"]
+            seen.append(doc)
+
+    df = spark.range(0, 30, numPartitions=3).selectExpr("id", "concat('a b:c', id % 2) as p")
+    with intercepting_engine(spark) as engine:
+        engine.before_commit = capture
+        df.write.partitionBy("p").csv(str(dest))
+    assert len(seen) == 3
+    for doc in seen:
+        assert doc["type"].endswith("TaskManifest/1")
+        assert all(not f["s"].endswith(".crc") for f in doc["files"])
+        # Hive escaping of the value (":" -> "%3A"), then URI escaping of the path ("%" -> "%25").
+        assert all("p=a%20b%253Ac" in f["d"] for f in doc["files"]), doc["files"]
+    assert sorted(d.name for d in dest.iterdir() if d.is_dir()) == ["p=a b%3Ac0", "p=a b%3Ac1"]
+
+
+def _last_write_metrics(spark: Any) -> dict[str, str]:
+    store = spark._jsparkSession.sharedState().statusStore()
+    executions = store.executionsList()
+    last = executions.apply(executions.size() - 1)
+    values = store.executionMetrics(last.executionId())
+    metrics = last.metrics()
+    out = {}
+    for i in range(metrics.size()):
+        metric = metrics.apply(i)
+        value = values.get(metric.accumulatorId())
+        if value.isDefined():
+            out[str(metric.name())] = str(value.get())
+    return out
+
+
+def test_bytes_written_reported_to_spark(spark: Any, spark_work_dir: Path) -> None:
+    # SPARK-33739: the committed output's size must reach Spark's write metrics.
+    dest = spark_work_dir / "metrics"
+    spark.range(0, 1000, numPartitions=2).write.parquet(str(dest))
+    metrics = _last_write_metrics(spark)
+    assert metrics.get("number of written files") == "2", metrics
+    number, unit = metrics["written output"].split(" ")
+    scale = {"B": 1, "KiB": 1024, "MiB": 1024 * 1024}[unit]
+    reported = float(number.replace(",", "")) * scale
+    total = sum((dest / f).stat().st_size for f in data_files(dest))
+    # Spark prints one decimal: agree to within its rounding.
+    assert abs(reported - total) <= 0.05 * scale + 1, (metrics["written output"], total)
+
+
+def test_concurrent_writes(spark: Any, spark_work_dir: Path) -> None:
+    base = spark_work_dir / "concurrent"
+    shared = base / "shared append"
+    errors: list[BaseException] = []
+
+    def write(i: int) -> None:
+        try:
+            df = spark.range(i * 100, i * 100 + 50, numPartitions=2)
+            df.write.parquet(str(base / f"own {i}"))
+            df.write.mode("append").parquet(str(shared))
+        except BaseException as exc:  # surfaced by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    assert errors == []
+    for i in range(3):
+        assert [r[0] for r in rows(spark, "parquet", base / f"own {i}")] == list(
+            range(i * 100, i * 100 + 50)
+        )
+        assert_ours(base / f"own {i}")
+    expected = sorted(v for i in range(3) for v in range(i * 100, i * 100 + 50))
+    assert [r[0] for r in rows(spark, "parquet", shared)] == expected
+    assert_ours(shared)
