@@ -85,9 +85,11 @@ def _hadoop_commit(spark: Any, dest: Path, job_id: str) -> float:
 
 
 def _count_files(dest: Path) -> int:
+    """Visible output files: not hidden, not markers, nothing under ``_``/``.`` directories."""
     return sum(
         1 for p in dest.rglob("*")
-        if p.is_file() and not p.name.startswith(("_", ".")) and "_temporary" not in p.parts
+        if p.is_file()
+        and not any(part.startswith(("_", ".")) for part in p.relative_to(dest).parts)
     )
 
 

@@ -79,6 +79,8 @@ def _ours(shape: Shape, params: dict[str, Any]) -> dict[str, Any]:
     from committer.job.commit import JobCommitter
 
     config = CommitterConfig(**params.get("config", {}))
+    if params.get("baseline"):
+        _engine_as_before()
     gc.collect()
     base = current_rss_bytes()
     t0 = time.perf_counter()
@@ -101,6 +103,24 @@ def _ours(shape: Shape, params: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _engine_as_before() -> None:
+    """The engine as it was before its local-disk tuning (for a before/after in one run): no
+    pruning of emptied task trees during the renames, ``rename_file`` per entry (a shared
+    statistics lock and limiter check per file), 2 x io_threads manifests loaded at once."""
+    from committer.store.managed import ManagedStore
+
+    def rename_each(self: ManagedStore, entries: Any) -> None:
+        for src, dst, size, etag in entries:
+            self.rename_file(src, dst, size=size, etag=etag)
+
+    ManagedStore.prunes_empty_dirs = property(lambda self: False)  # type: ignore[method-assign,assignment]
+    ManagedStore._rename_each = rename_each  # type: ignore[method-assign]
+    # and as many manifests loaded at once as before, 2 x io_threads, on local disk too
+    from committer.job import load_manifests
+
+    load_manifests.load_window = lambda store, config: 2 * config.io_threads
+
+
 def main(argv: list[str]) -> int:
     kind, params = argv[0], json.loads(argv[1])
     shape = Shape.from_json(params["shape"])
@@ -108,6 +128,7 @@ def main(argv: list[str]) -> int:
         out = _ceiling(shape, int(params.get("threads", 0)))
     elif kind == "ours":
         out = _ours(shape, params)
+        out["baseline"] = bool(params.get("baseline"))
     else:
         raise SystemExit(f"unknown trial kind {kind!r}")
     out["peak_rss"] = peak_rss_bytes()

@@ -9,6 +9,7 @@ Examples:
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
 from pathlib import Path
@@ -16,7 +17,13 @@ from pathlib import Path
 from benchmarks.common import DEFAULT_OUT, save_results
 from benchmarks.emulators.modes import MODES
 from benchmarks.emulators.report import plot, render_markdown
-from benchmarks.emulators.runner import EMULATORS, plan, results_document, run_all
+from benchmarks.emulators.runner import (
+    EMULATORS,
+    RunResult,
+    plan,
+    results_document,
+    run_all,
+)
 from benchmarks.emulators.scenario import Scenario
 
 
@@ -51,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="500 files, concurrency 16 and 64")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT / "emulators")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--include", action="append", type=Path, default=[],
+                   help="results JSON of an earlier (e.g. interrupted) run whose runs to add "
+                        "to this report (repeatable); ratios still pair runs of equal size")
     args = p.parse_args(argv)
 
     if args.quick:
@@ -58,14 +68,22 @@ def main(argv: list[str] | None = None) -> int:
     scenarios = ([Scenario.parse(s) for s in args.scenario] if args.scenario else
                  [Scenario.for_files(n, args.partitions, args.size) for n in args.files])
     runs = plan(args.emulators, scenarios, args.modes, args.concurrency, args.sequential_max)
-    results = list(run_all(runs, progress=not args.no_progress))
     command = "python -m benchmarks.emulators " + " ".join(
         shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
-    doc = results_document(results, {
-        "command": command.strip(), "scenarios": [s.label for s in scenarios],
-        "modes": args.modes, "concurrency": args.concurrency,
-        "sequential_max": args.sequential_max})
+    settings = {"command": command.strip(), "scenarios": [s.label for s in scenarios],
+                "modes": args.modes, "concurrency": args.concurrency,
+                "sequential_max": args.sequential_max}
     out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    results: list[RunResult] = []
+    for earlier in args.include:
+        results.extend(RunResult(**r) for r in json.loads(earlier.read_text())["runs"])
+    for result in run_all(runs, progress=not args.no_progress):
+        results.append(result)
+        # after every run, so an interrupted matrix still leaves its measurements
+        partial = results_document(results, {**settings, "partial": True})
+        (out / "emulators-partial.json").write_text(json.dumps(partial, indent=2))
+    doc = results_document(results, settings)
     json_path = save_results(out, "emulators", doc)
     plots = plot(doc, out)
     report = out / "report.md"

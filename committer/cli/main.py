@@ -14,7 +14,17 @@ import sys
 from collections.abc import Sequence
 
 from committer import __version__
-from committer.cli import cleanup, commit, diff, inspect, status, validate
+from committer.cli import (
+    cleanup,
+    commit,
+    diff,
+    history,
+    inspect,
+    resume,
+    rollback,
+    status,
+    validate,
+)
 from committer.cli.command import EXIT_OK, EXIT_USAGE, CliError, Command
 from committer.cli.paths import add_store_arguments
 from committer.errors import ManifestCommitterError
@@ -30,6 +40,9 @@ COMMANDS: tuple[Command, ...] = (
     commit.ABORT_JOB,
     cleanup.COMMAND,
     diff.COMMAND,
+    resume.COMMAND,
+    rollback.COMMAND,
+    history.COMMAND,
 )
 
 EPILOG = """\

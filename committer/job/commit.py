@@ -35,7 +35,7 @@ from committer.errors import (
 from committer.job import move_aside as aside
 from committer.job.cleanup import cleanup_job
 from committer.job.create_directories import create_directories
-from committer.job.journal import State, load_journal
+from committer.job.journal import MODE_STATIC, State, load_journal
 from committer.job.load_manifests import load_manifests
 from committer.job.plan import JobPlan
 from committer.job.recovery import rollback_job
@@ -208,7 +208,7 @@ class JobCommitter:
             raise JobConflictError(f"job {self.layout.job_id} is already committing; "
                                    f"{path} cannot be moved aside now")
         lock = (open_lock(self.store, self.layout, self.config, "move-aside")
-                if lock_wanted(self.config, "static-overwrite") else None)
+                if lock_wanted(self.config, MODE_STATIC) else None)
         if lock is not None:
             lock.acquire()
         try:

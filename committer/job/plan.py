@@ -119,6 +119,8 @@ class JobPlan:
     tasks: list[TaskSummary] = field(default_factory=list)
     first_files: list[str] = field(default_factory=list)  # destination URIs for _SUCCESS
     manifest_paths: list[str] = field(default_factory=list)
+    # the job attempt's tasks directory, under which every source lies (set by the load stage)
+    tasks_dir: str | None = None
 
     @property
     def files(self) -> int:

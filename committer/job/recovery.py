@@ -306,12 +306,21 @@ def _unrename(store: ManagedStore, layout: JobLayout, config: CommitterConfig,
         for src, dst, size, etag in chunk.entries:
             found = store.stat_or_none(dst)
             if found is None or not store.backend.proves_rename(found, size, etag):
-                # Not renamed (source still there), or someone else's file: nothing of ours.
-                if found is None and not store.exists(src):
-                    problems.append(f"{dst}: neither it nor its source {src} exists")
+                # Not renamed while the source is still there; otherwise the file is lost, or
+                # something stands at the destination that cannot be proven to be ours.
+                if not store.exists(src):
+                    problems.append(
+                        f"{dst}: neither it nor its source {src} exists" if found is None else
+                        f"{dst}: its source {src} is gone and the file there cannot be proven "
+                        f"to be it (recorded identity {etag!r}); left in place")
                 continue
             try:
-                store.rename_file(dst, src, size=size, etag=etag)
+                try:
+                    store.rename_file(dst, src, size=size, etag=etag)
+                except PathNotFoundError:
+                    # The commit may have pruned the emptied task directories as it went.
+                    store.mkdirs(src.rpartition("/")[0])
+                    store.rename_file(dst, src, size=size, etag=etag)
                 restored += 1
             except StoreError as e:
                 problems.append(f"{dst}: could not move back to {src}: {e}")

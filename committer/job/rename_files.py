@@ -3,6 +3,14 @@
 A chunk is up to a thousand renames of one task; each worker loops over its chunk in a tight
 loop (per-file scheduling costs as much as the rename itself on local disk). The first failure
 stops new chunks from starting and is raised once the chunks in flight have finished.
+
+On local disk a worker that has renamed its chunk also removes the task directories the chunk
+emptied (``rmdir``, deepest first; a directory still holding anything stays). Removing the
+emptied task trees is a large part of a commit there (100,000 directories for 1,000 tasks each
+writing into 100 partitions): pruned this way it costs one system call per directory, while the
+renames of other chunks keep the disk busy, instead of a later listing and tree deletion of
+every task directory. Cleanup still deletes whatever is left. Not when ``cleanup_skipped``
+keeps the job directory for inspection.
 """
 
 from __future__ import annotations
@@ -12,7 +20,7 @@ from concurrent.futures import Executor
 
 from committer.config import CommitterConfig
 from committer.errors import PathExistsError
-from committer.job.plan import Chunk, JobPlan
+from committer.job.plan import Chunk, JobPlan, RenameEntry
 from committer.parallel import run_parallel
 from committer.progress import ProgressCallback, notify
 from committer.store.managed import ManagedStore
@@ -33,6 +41,19 @@ def _rename_replacing(store: ManagedStore, chunk: Chunk,
             store.rename_file(src, dst, size=size, etag=etag)
 
 
+def emptied_directories(entries: list[RenameEntry], tasks_dir: str) -> list[str]:
+    """The directories below ``tasks_dir`` holding the sources of ``entries``, and their
+    parents up to the task attempt directory: deepest first, so each can be removed in turn."""
+    stop = tasks_dir.rstrip("/") + "/"
+    dirs: set[str] = set()
+    for first in {e[0].rpartition("/")[0] for e in entries}:
+        d = first
+        while d.startswith(stop) and d not in dirs:
+            dirs.add(d)
+            d = d.rpartition("/")[0]
+    return sorted(dirs, key=lambda d: d.count("/"), reverse=True)
+
+
 def rename_files(
     store: ManagedStore, plan: JobPlan, config: CommitterConfig, executor: Executor,
     progress: ProgressCallback | None,
@@ -43,12 +64,15 @@ def rename_files(
     total = plan.files
     done = 0
     notify(progress, STAGE, 0, total)
+    prune_under = None if config.cleanup_skipped or not store.prunes_empty_dirs else plan.tasks_dir
 
     def work(chunk: Chunk) -> int:
         if config.delete_target_files or on_exists is not None:
             _rename_replacing(store, chunk, on_exists)
         else:
             store.rename_batch(chunk.entries)
+        if prune_under is not None:
+            store.remove_empty_dirs(emptied_directories(chunk.entries, prune_under))
         return len(chunk.entries)
 
     def advance(_chunk: Chunk, n: int) -> None:

@@ -64,7 +64,19 @@ class EntryChecker:
                 return loc, ""
         return None, f"destination {uri} is outside the destination directory {self.dest}"
 
+    def is_root(self, location: str) -> bool:
+        """The destination itself, or one of the extra roots."""
+        loc = location.rstrip("/") + "/"
+        return loc == self.dest_prefix or loc in self.extra_prefixes
+
     def directory(self, uri: str) -> tuple[str | None, str]:
+        """Like :meth:`destination`, but the destination and extra roots themselves are fine."""
+        try:
+            decoded = uri_to_location(uri)
+        except ValueError as e:
+            return None, str(e)
+        if self.is_root(decoded):
+            return decoded.rstrip("/"), ""
         loc, reason = self.destination(uri)
         if loc is None and reason.startswith("destination"):
             reason = "directory" + reason[len("destination") :]

@@ -37,6 +37,7 @@ class PythonJobCommitEngine:
             response = error_response(exc)
         return json.dumps(response, separators=(",", ":"))
 
+    # camelCase: Py4J dispatches by the Java interface's method and parameter names.
     def setupJob(self, requestJson: str) -> str:
         return self._call("setupJob", requestJson)
 

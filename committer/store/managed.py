@@ -278,14 +278,20 @@ class ManagedStore:
         finally:
             self.stats.merge(tally)
 
+    @property
+    def prunes_empty_dirs(self) -> bool:
+        """True when :meth:`remove_empty_dirs` does anything here."""
+        return isinstance(self.backend, LocalStore) and self.limiter is None
+
     def remove_empty_dirs(self, paths: Sequence[str]) -> int:
         """Remove each directory of ``paths`` (in the order given, so children first) that is
         empty; a missing or non-empty one is left alone, never an error. Only on stores where
         that costs one cheap call per directory (local disk); elsewhere it does nothing and
         returns 0, and ``delete_tree`` does the work later. Returns how many were removed."""
-        if not isinstance(self.backend, LocalStore) or self.limiter is not None:
+        backend = self.backend
+        if not isinstance(backend, LocalStore) or self.limiter is not None:
             return 0
-        rmdir = self.backend.rmdir_if_empty
+        rmdir = backend.rmdir_if_empty
         clock = time.perf_counter
         tally = Tally()
         removed = 0

@@ -129,7 +129,8 @@ def test_shim_manifests_validate_against_schema_and_load(spark: Any, spark_work_
         assert all(not f["s"].endswith(".crc") for f in doc["files"])
         # Hive escaping of the value (":" -> "%3A"), then URI escaping of the path ("%" -> "%25").
         assert all("p=a%20b%253Ac" in f["d"] for f in doc["files"]), doc["files"]
-    assert sorted(d.name for d in dest.iterdir() if d.is_dir()) == ["p=a b%3Ac0", "p=a b%3Ac1"]
+    partitions = sorted(d.name for d in dest.iterdir() if d.is_dir() and d.name.startswith("p="))
+    assert partitions == ["p=a b%3Ac0", "p=a b%3Ac1"]
 
 
 def _last_write_metrics(spark: Any) -> dict[str, str]:

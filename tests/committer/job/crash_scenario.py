@@ -111,6 +111,19 @@ class CountingStore(Store):
         return self.inner.proves_rename(found, size, expected)
 
 
+class CountingLocalStore(CountingStore, LocalStore):
+    """A counting local store that is a ``LocalStore`` too, so the engine keeps its
+    local-disk-only paths (pruning emptied task directories during the renames) and the kills
+    land among those calls as well."""
+
+    def __init__(self, before_op: Callable[[int], None] | None = None) -> None:
+        self.local = LocalStore()
+        super().__init__(self.local, before_op)
+
+    def rmdir_if_empty(self, path: str) -> bool:
+        return self._op(lambda: self.local.rmdir_if_empty(path))
+
+
 def crash_after(n: int) -> Callable[[int], None]:
     def before(op: int) -> None:
         if op > n:
@@ -189,7 +202,7 @@ def run_commit(root: str, mode: str) -> int:
     """The child's side: commit the scenario, dying by SIGKILL after ``$CRASH_ENV`` store calls
     if it is set; returns the number of store calls an uninterrupted commit made."""
     limit = os.environ.get(CRASH_ENV)
-    counting = CountingStore(LocalStore(), crash_after(int(limit)) if limit else None)
+    counting = CountingLocalStore(crash_after(int(limit)) if limit else None)
     config = fast_config()
     store = ManagedStore(counting, config)
     committer_for(Path(root), mode, store, config).commit(committed_tasks())

@@ -293,3 +293,25 @@ def test_one_file_claimed_twice_is_refused_before_anything_moves(
         JobCommitter(str(ctx.dest), JOB_ID, config=fast_config()).commit(
             {T0[0]: T0[1], T1[0]: T1[1]})
     assert tree(ctx.root) == before
+
+
+def test_directory_entries_naming_the_destination_or_an_extra_root_are_accepted(
+    dest: Path, tmp_path: Path
+) -> None:
+    """A manifest may list the destination itself or a custom partition root as a directory
+    (Spark's custom locations): there is nothing to create, and nothing to refuse."""
+    from committer.store.local import local_path
+
+    custom = tmp_path / "custom location"
+    job = new_job(dest)
+    ta = task_attempt(dest, 0, 0, {"p=1/a.csv": b"a"})
+    manifest = ta.commit()
+    doc = orjson.loads(Path(local_path(ta.layout.manifest_path(ta.task_id))).read_bytes())
+    doc["directories"] += [
+        {"d": location_to_uri(str(dest)), "t": 0, "l": 0},
+        {"d": location_to_uri(str(custom)), "t": 0, "l": 0},
+    ]
+    Path(local_path(ta.layout.manifest_path(ta.task_id))).write_bytes(orjson.dumps(doc))
+    job.commit({manifest.task_id: manifest.task_attempt_id},
+               extra_destination_roots=[str(custom)])
+    assert (dest / "p=1" / "a.csv").read_bytes() == b"a"

@@ -1,0 +1,161 @@
+"""Job commit on local disk against the ceiling of the same work done with bare ``os`` calls.
+
+The job: ``--tasks`` tasks x ``--files-per-task`` empty files, each task writing into all of
+``--partitions`` partitions (default 1,000 x 100 into 100: 100,000 files, and 100,000
+directories in the task trees). Each trial gets a freshly generated job (untimed) and runs in
+its own interpreter; see ``benchmarks/trial.py`` for exactly what is timed.
+
+- **ceiling**: renames plus the removal of the emptied task trees with ``os.rename`` and
+  ``os.rmdir``, paths known in advance; serially, and by N threads each taking its own share of
+  the tasks, for each N of ``--ceiling-threads``. The ceiling of a repetition is its fastest.
+- **ours**: the whole ``JobCommitter.commit()``.
+
+Repetitions alternate the order (ceiling variants first, then ours; then ours first), so slow
+phases of a shared machine hit both. The ratio is computed per repetition (ours / that
+repetition's ceiling, in files per second) and reported as median and spread.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from typing import Any
+
+from benchmarks.common import markdown_table, mib, quiesce, run_trial, summarize
+from benchmarks.jobtree import Shape, generate, remove, verify_committed
+
+NAME = "local-commit"
+TITLE = "Job commit on local disk vs the os-call ceiling"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tasks", type=int, default=1000)
+    p.add_argument("--files-per-task", type=int, default=100)
+    p.add_argument("--partitions", type=int, default=100)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--ceiling-threads", default="0,2,32",
+                   help="comma-separated thread counts of the ceiling; 0 is serial")
+    p.add_argument("--io-threads", type=int, default=None,
+                   help="io_threads of our commit (default: the engine's default)")
+    p.add_argument("--compare-baseline", action="store_true",
+                   help="also time the engine as it was before its local-disk tuning")
+    p.add_argument("--workdir", default=None,
+                   help="directory on the disk to measure (default: a new one under /tmp)")
+
+
+def _trial(shape: Shape, kind: str, params: dict[str, Any]) -> dict[str, Any]:
+    remove(shape)
+    t0 = time.perf_counter()
+    generate(shape)
+    setup = time.perf_counter() - t0
+    quiesce()
+    result = run_trial(kind, {"shape": shape.to_json(), **params})
+    verify_committed(shape)
+    remove(shape)
+    result["setup_seconds"] = setup
+    result["files_per_second"] = shape.files / result["elapsed"]
+    return result
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    workdir = args.workdir or tempfile.mkdtemp(prefix="bench-local-", dir="/tmp")
+    os.makedirs(workdir, exist_ok=True)
+    shape = Shape(os.path.join(workdir, "dest"), args.tasks, args.files_per_task,
+                  args.partitions)
+    variants = [int(t) for t in str(args.ceiling_threads).split(",") if t.strip()]
+    config: dict[str, Any] = {}
+    if args.io_threads:
+        config["io_threads"] = args.io_threads
+    reps: list[dict[str, Any]] = []
+    try:
+        for rep in range(args.repeats):
+            order = ["ceiling", "ours"] if rep % 2 == 0 else ["ours", "ceiling"]
+            ceiling: dict[str, dict[str, Any]] = {}
+            ours: dict[str, Any] = {}
+            before: dict[str, Any] | None = None
+            for part in order:
+                if part == "ceiling":
+                    for threads in variants:
+                        r = _trial(shape, "ceiling", {"threads": threads})
+                        ceiling["serial" if threads == 0 else f"threads-{threads}"] = r
+                        _log(args, rep, f"ceiling threads={threads}", r)
+                else:
+                    ours = _trial(shape, "ours", {"config": config})
+                    _log(args, rep, "ours", ours)
+                    if args.compare_baseline:
+                        before = _trial(shape, "ours", {"config": config, "baseline": True})
+                        _log(args, rep, "ours (engine before tuning)", before)
+            best_name = max(ceiling, key=lambda k: ceiling[k]["files_per_second"])
+            best = ceiling[best_name]["files_per_second"]
+            reps.append({
+                "order": order,
+                "ceiling": ceiling,
+                "ceiling_best": best_name,
+                "ceiling_files_per_second": best,
+                "ours": ours,
+                "ratio": ours["files_per_second"] / best,
+                "before": before,
+                "ratio_before": before["files_per_second"] / best if before else None,
+            })
+    finally:
+        remove(shape)
+    return {
+        "suite": NAME,
+        "shape": {"tasks": shape.tasks, "files_per_task": shape.files_per_task,
+                  "partitions": shape.partitions, "files": shape.files,
+                  "task_directories": shape.tasks * min(shape.partitions, shape.files_per_task)},
+        "workdir": workdir,
+        "config": config,
+        "repetitions": reps,
+        "ratio": summarize([r["ratio"] for r in reps]),
+        "ours_files_per_second": summarize([r["ours"]["files_per_second"] for r in reps]),
+        "ceiling_files_per_second": summarize([r["ceiling_files_per_second"] for r in reps]),
+        "ratio_before": summarize([r["ratio_before"] for r in reps if r["before"]]),
+        "target_ratio": 0.9,
+    }
+
+
+def _log(args: argparse.Namespace, rep: int, what: str, r: dict[str, Any]) -> None:
+    if getattr(args, "quiet", False):
+        return
+    print(f"  [{NAME} rep {rep + 1}] {what}: {r['files_per_second']:,.0f} files/s "
+          f"({r['elapsed']:.2f} s; set-up {r['setup_seconds']:.0f} s)", flush=True)
+
+
+def report(result: dict[str, Any]) -> str:
+    s = result["shape"]
+    lines = [
+        f"{s['files']:,} files ({s['tasks']:,} tasks x {s['files_per_task']} files, "
+        f"{s['partitions']} partitions; {s['task_directories']:,} task directories), "
+        f"{len(result['repetitions'])} repetitions, order alternated.",
+        "",
+    ]
+    rows = []
+    for i, r in enumerate(result["repetitions"], 1):
+        variants = ", ".join(f"{k} {v['files_per_second']:,.0f}" for k, v in r["ceiling"].items())
+        stages = r["ours"].get("stages", {})
+        stage_text = " / ".join(f"{v:.2f}" for v in stages.values())
+        rows.append([i, " then ".join(r["order"]), variants, r["ceiling_best"],
+                     round(r["ours"]["files_per_second"]), stage_text,
+                     f"{r['ratio']:.2f}"])
+    lines.append(markdown_table(
+        ["rep", "order", "ceiling files/s by variant", "best", "ours files/s",
+         "ours stages s (load / mkdirs / rename / cleanup)", "ratio"], rows))
+    ratio = result["ratio"]
+    lines += [
+        "",
+        f"**Ratio ours / ceiling: median {ratio['median']:.2f}** (min {ratio['min']:.2f}, "
+        f"max {ratio['max']:.2f}); target >= {result['target_ratio']}.",
+        f"Ours: median {result['ours_files_per_second']['median']:,.0f} files/s; ceiling: "
+        f"median {result['ceiling_files_per_second']['median']:,.0f} files/s.",
+        *([f"Engine before tuning, same run: median ratio "
+           f"{result['ratio_before']['median']:.2f}, files/s "
+           + ", ".join(f"{r['before']['files_per_second']:,.0f}"
+                       for r in result["repetitions"]) + "."]
+          if result["ratio_before"].get("n") else []),
+        "Peak RSS of our commit process: "
+        + ", ".join(f"{mib(r['ours']['peak_rss'])} MiB" for r in result["repetitions"]) + ".",
+    ]
+    return "\n".join(lines)

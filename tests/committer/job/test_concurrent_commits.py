@@ -1,0 +1,267 @@
+"""Several jobs on one destination: the lock, conflicting files, replay and history.
+
+Concurrent commits run in threads over a store that sleeps in every call, so their stages
+really interleave; the outcome must then equal the two jobs committed one after the other, in
+one order or the other: nothing lost, nothing mixed.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from committer import CommitterConfig, JobCommitter, task_ids
+from committer.errors import CommitFailedError, JobConflictError
+from committer.job.history import list_history
+from committer.job.lock import LOCK_DIR, DestinationLock
+from committer.job.recovery import interrupted_commits
+from committer.store import ManagedStore, open_store
+from tests.committer.helpers import fast_config, new_job, task_attempt, tree
+from tests.committer.job.crash_scenario import CountingLocalStore, slow
+
+EXISTING = {"p=1/old.csv": b"old one", "p=2/old.csv": b"old two"}
+JOB_A = "job_append_a"
+JOB_B = "job_other_b"
+FILES_A = {0: {"p=1/a0.csv": b"A0", "p=3/a1.csv": b"A1"}, 1: {"p=2/a2.csv": b"A2"}}
+FILES_B = {0: {"p=1/b0.csv": b"B0"}, 1: {"p=4/b1.csv": b"B1", "p=1/b2.csv": b"B2"}}
+
+
+def _prepare(dest: Path, job_id: str, files: Mapping[int, Mapping[str, bytes]]) -> dict[str, str]:
+    new_job(dest, job_id=job_id)
+    for t, f in files.items():
+        task_attempt(dest, t, 0, f, job_id=job_id).commit()
+    return dict(task_ids(job_id, t, 0) for t in files)
+
+
+def _existing(dest: Path) -> None:
+    for rel, data in EXISTING.items():
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        (dest / rel).write_bytes(data)
+
+
+def _data(dest: Path) -> dict[str, bytes | None]:
+    """What readers see: files and directories outside the committer's own ``_`` names."""
+    return {rel: data for rel, data in tree(dest).items() if not rel.startswith("_")}
+
+
+def _slow_store(dest: Path, config: CommitterConfig) -> ManagedStore:
+    return open_store(str(dest), config, backend=CountingLocalStore(slow(0.002)))
+
+
+def _serial(tmp: Path, name: str, first: tuple[str, bool], second: tuple[str, bool]
+            ) -> dict[str, bytes | None]:
+    dest = tmp / name
+    _existing(dest)
+    jobs = {JOB_A: FILES_A, JOB_B: FILES_B}
+    tasks = {job: _prepare(dest, job, jobs[job]) for job in jobs}
+    for job, dynamic in (first, second):
+        JobCommitter(str(dest), job, config=fast_config(),
+                     dynamic_partition_overwrite=dynamic).commit(tasks[job])
+    return _data(dest)
+
+
+def _concurrently(dest: Path, a: tuple[str, bool, CommitterConfig],
+                  b: tuple[str, bool, CommitterConfig], tasks: Mapping[str, dict[str, str]]
+                  ) -> list[BaseException]:
+    errors: list[BaseException] = []
+    start = threading.Barrier(2)
+
+    def commit(job: str, dynamic: bool, config: CommitterConfig) -> None:
+        committer = JobCommitter(str(dest), job, config=config,
+                                 dynamic_partition_overwrite=dynamic,
+                                 store=_slow_store(dest, config))
+        start.wait()
+        try:
+            committer.commit(tasks[job])
+        except BaseException as e:  # collected for the assertion in the main thread
+            errors.append(e)
+
+    threads = [threading.Thread(target=commit, args=spec) for spec in (a, b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    return errors
+
+
+def test_two_appends_at_once_keep_everything(tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    _existing(dest)
+    tasks = {JOB_A: _prepare(dest, JOB_A, FILES_A), JOB_B: _prepare(dest, JOB_B, FILES_B)}
+    errors = _concurrently(dest, (JOB_A, False, fast_config()), (JOB_B, False, fast_config()),
+                           tasks)
+    assert errors == []
+    assert _data(dest) == _serial(tmp_path, "serial", (JOB_A, False), (JOB_B, False))
+    assert {r.job_id for r in list_history(open_store(str(dest)), str(dest))} == {JOB_A, JOB_B}
+    assert orjson.loads((dest / "_SUCCESS").read_bytes())["jobId"] in (JOB_A, JOB_B)
+    assert not (dest / "_temporary").exists()
+
+
+@pytest.mark.parametrize("repeat", range(3))
+def test_append_and_dynamic_overwrite_at_once_equal_some_serial_order(
+        tmp_path: Path, repeat: int) -> None:
+    dest = tmp_path / "dest"
+    _existing(dest)
+    tasks = {JOB_A: _prepare(dest, JOB_A, FILES_A), JOB_B: _prepare(dest, JOB_B, FILES_B)}
+    # The append takes the lock too (lock.mode=always): an overwrite cannot be serialised
+    # against a commit that does not ask for the lock.
+    locked = fast_config(lock_mode="always")
+    errors = _concurrently(dest, (JOB_A, False, locked), (JOB_B, True, fast_config()), tasks)
+    assert errors == []
+    a_then_b = _serial(tmp_path, "ab", (JOB_A, False), (JOB_B, True))
+    b_then_a = _serial(tmp_path, "ba", (JOB_B, True), (JOB_A, False))
+    assert a_then_b != b_then_a  # the order matters, so equality below proves serialisation
+    assert _data(dest) in (a_then_b, b_then_a)
+    assert not (dest / "_temporary").exists()
+    # both took the lock, one after the other, and left a single released lease
+    leases = sorted((dest / LOCK_DIR).iterdir())
+    assert len(leases) == 1 and int(leases[0].name.split(".")[0]) >= 2
+    assert orjson.loads(leases[0].read_bytes())["released"] is True
+
+
+def test_a_held_lock_makes_the_commit_wait_then_fail_naming_the_holder(tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    tasks = _prepare(dest, JOB_B, FILES_B)
+    holder = DestinationLock(open_store(str(dest)), str(dest), "job_holding", wait_ms=0,
+                             lease_ms=60_000)
+    with holder:
+        t0 = time.monotonic()
+        with pytest.raises(JobConflictError) as info:
+            JobCommitter(str(dest), JOB_B, config=fast_config(lock_wait_ms=300),
+                         dynamic_partition_overwrite=True).commit(tasks)
+        assert 0.25 < time.monotonic() - t0 < 5
+    message = str(info.value)
+    assert "job_holding" in message and socket.gethostname() in message
+    assert f"pid {os.getpid()}" in message
+    # the refused commit changed nothing and can run once the lock is free
+    assert interrupted_commits(open_store(str(dest)), str(dest)) == []
+    JobCommitter(str(dest), JOB_B, config=fast_config(),
+                 dynamic_partition_overwrite=True).commit(tasks)
+    assert (dest / "p=4" / "b1.csv").read_bytes() == b"B1"
+
+
+def _write_lease(dest: Path, generation: int, **fields: Any) -> Path:
+    doc = {"jobId": "job_dead", "owner": "x", "host": "elsewhere.example", "pid": 1,
+           "acquired": 0, "expires": int(time.time() * 1000) + 60_000, "purpose": "commit"}
+    doc.update(fields)
+    path = dest / LOCK_DIR / f"{generation:012d}.lease"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(orjson.dumps(doc))
+    return path
+
+
+def test_an_expired_lease_is_taken_over(tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    tasks = _prepare(dest, JOB_B, FILES_B)
+    stale = _write_lease(dest, 7, expires=int(time.time() * 1000) - 1)
+    JobCommitter(str(dest), JOB_B, config=fast_config(lock_wait_ms=0),
+                 dynamic_partition_overwrite=True).commit(tasks)
+    assert not stale.exists()  # the winner of generation 8 removed it
+    assert [p.name for p in (dest / LOCK_DIR).iterdir()] == ["000000000008.lease"]
+
+
+def test_a_lease_of_a_dead_process_on_this_host_is_taken_over_at_once(tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    tasks = _prepare(dest, JOB_B, FILES_B)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    _write_lease(dest, 1, host=socket.gethostname(), pid=int(dead.stdout))
+    JobCommitter(str(dest), JOB_B, config=fast_config(lock_wait_ms=0),
+                 dynamic_partition_overwrite=True).commit(tasks)
+    assert (dest / "p=4" / "b1.csv").exists()
+
+
+def test_a_live_lease_elsewhere_is_not_taken_over(tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    tasks = _prepare(dest, JOB_B, FILES_B)
+    _write_lease(dest, 1)  # another host, not expired
+    with pytest.raises(JobConflictError, match="job_dead"):
+        JobCommitter(str(dest), JOB_B, config=fast_config(lock_wait_ms=100),
+                     dynamic_partition_overwrite=True).commit(tasks)
+
+
+def test_the_heartbeat_extends_the_lease(tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    with DestinationLock(open_store(str(dest)), str(dest), JOB_A, wait_ms=0,
+                         lease_ms=1000) as lock:
+        assert lock.lease is not None
+        first = lock.lease.expires_ms
+        time.sleep(0.7)
+        renewed = orjson.loads(Path(lock.lease.path).read_bytes())["expires"]
+        lock.check()
+    assert renewed > first
+
+
+def test_committing_a_job_id_again_is_a_no_op_returning_the_first_summary(
+        tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    tasks = _prepare(dest, JOB_A, FILES_A)
+    first = JobCommitter(str(dest), JOB_A, config=fast_config()).commit(tasks)
+    after_first = tree(dest)
+    again = JobCommitter(str(dest), JOB_A, config=fast_config()).commit(tasks)
+    assert again.to_json() == first.to_json()
+    assert tree(dest) == after_first
+    # the same id set up and run again (a driver retrying the whole job) is not committed twice
+    tasks2 = _prepare(dest, JOB_A, {0: {"p=9/dup.csv": b"dup"}})
+    third = JobCommitter(str(dest), JOB_A, config=fast_config()).commit(tasks2)
+    assert third.timestamp == first.timestamp
+    assert not (dest / "p=9").exists() and not (dest / "_temporary").exists()
+    [record] = list_history(open_store(str(dest)), str(dest))
+    assert (record.job_id, record.mode, record.files, record.tasks) == (JOB_A, "append", 3, 2)
+    assert record.bytes == sum(len(d) for f in FILES_A.values() for d in f.values())
+
+
+def test_same_file_from_two_jobs_fails_the_second_and_its_abort_undoes_it(
+        tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    tasks_a = _prepare(dest, JOB_A, {0: {"p=1/same.csv": b"from A"}})
+    tasks_b = _prepare(dest, JOB_B, {0: {"p=1/same.csv": b"from B", "p=2/other.csv": b"B"}})
+    JobCommitter(str(dest), JOB_A, config=fast_config()).commit(tasks_a)
+    after_a = _data(dest)
+    job_b = JobCommitter(str(dest), JOB_B, config=fast_config())
+    with pytest.raises(CommitFailedError, match=r"same\.csv"):
+        job_b.commit(tasks_b)
+    job_b.abort()
+    assert _data(dest) == after_a  # nothing of B is left, nothing of A is lost
+    assert (dest / "p=1" / "same.csv").read_bytes() == b"from A"
+
+
+def test_last_writer_wins_replaces_and_a_rollback_restores_the_first(tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    tasks_a = _prepare(dest, JOB_A, {0: {"p=1/same.csv": b"from A"}})
+    tasks_b = _prepare(dest, JOB_B, {0: {"p=1/same.csv": b"from B"}})
+    JobCommitter(str(dest), JOB_A, config=fast_config()).commit(tasks_a)
+    after_a = _data(dest)
+    lww = fast_config(conflict_policy="last-writer-wins")
+
+    class NoSuccess(CountingLocalStore):
+        """Fails the commit after its renames: writing the summary breaks."""
+
+        def write_bytes(self, path: str, data: bytes, *, exclusive: bool = False) -> None:
+            if path.endswith("_SUCCESS.tmp"):
+                raise OSError("disk full")
+            super().write_bytes(path, data, exclusive=exclusive)
+
+    failing = open_store(str(dest), lww, backend=NoSuccess())
+    job_b = JobCommitter(str(dest), JOB_B, config=lww, store=failing)
+    with pytest.raises(CommitFailedError):
+        job_b.commit(tasks_b)
+    assert (dest / "p=1" / "same.csv").read_bytes() == b"from B"  # B won the rename
+    job_b.abort()
+    assert _data(dest) == after_a
+    # and without the failure, the last writer's file stays and the first is gone for good
+    tasks_b = _prepare(dest, JOB_B, {0: {"p=1/same.csv": b"from B"}})
+    JobCommitter(str(dest), JOB_B, config=lww).commit(tasks_b)
+    assert (dest / "p=1" / "same.csv").read_bytes() == b"from B"
+    assert not (dest / "_temporary").exists()
