@@ -4,10 +4,17 @@ A job directory under ``DEST/_temporary`` is removed only when ``status`` calls 
 not committed (``_SUCCESS`` does not name it) and with nothing in it modified for
 ``--older-than`` (default 24h). In-progress jobs, directories that are not manifest committer
 jobs, and jobs whose age cannot be told (an object store with no file in the job directory) are
-never touched. ``--include-committed`` also removes the leftovers of committed jobs. Each job is
-re-examined just before it is deleted, so one that woke up since the scan is kept. Removal is
-the engine's own cleanup: task attempt directories in parallel, then the job directory, then
-``_temporary`` if it is empty.
+never touched. ``--include-committed`` also removes the leftovers of committed jobs.
+
+A job directory holding an **interrupted commit** (a commit journal in any state before
+``cleaning``, a commit that is rolling back, or data an overwrite moved aside into
+``replaced/``) is never removed, with or without ``--include-committed`` or ``--dry-run``,
+however old it is: deleting it would lose the data the commit replaced and the record needed to
+finish or undo it. It is listed as "interrupted — run `manifest-committer resume` or
+`rollback`", with what each would do. Each job is re-examined just before it is deleted, so
+one that woke up (or began committing) since the scan is kept. Removal is the engine's own
+cleanup: task attempt directories in parallel, then the job directory, then ``_temporary`` if
+it is empty.
 
 Exit status: 0 done (also when there was nothing to remove); 1 some directory could not be
 removed; 2 bad arguments or DEST missing.
@@ -26,6 +33,7 @@ from committer.cli.paths import open_location
 from committer.cli.status import (
     COMMITTED,
     DEFAULT_STALE_AFTER,
+    INTERRUPTED,
     STALE,
     JobInfo,
     require_destination,
@@ -41,12 +49,27 @@ from committer.store import ManagedStore
 FORMAT = "manifest-committer.cleanup/1"
 
 
-def _still_removable(store: ManagedStore, dest: str, job: JobInfo, older_than: float,
-                     states: set[str]) -> bool:
+def _rescan(store: ManagedStore, dest: str, job: JobInfo, older_than: float) -> JobInfo | None:
+    """The job as it is now (``None`` if it is gone), to re-check just before deleting it."""
     for again in scan_destination(store, dest, older_than).jobs:
         if again.path == job.path:
-            return again.state in states
-    return False  # gone already
+            return again
+    return None
+
+
+def _kept_json(job: JobInfo) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": job.name, "job_id": job.job_id, "state": job.state}
+    if job.state == INTERRUPTED:
+        entry["note"] = job.note
+        entry["interrupted_commits"] = [c.to_json() for c in job.interrupted]
+    return entry
+
+
+def _kept_line(job: JobInfo) -> str:
+    if job.state == INTERRUPTED:
+        details = "; ".join(c.describe() for c in job.interrupted)
+        return f"kept {job.path} ({job.note}: {details})\n"
+    return f"kept {job.path} ({job.state}{f': {job.note}' if job.note else ''})\n"
 
 
 def _remove(store: ManagedStore, dest: str, job: JobInfo) -> str | None:
@@ -79,8 +102,9 @@ def _run(args: argparse.Namespace) -> int:
     require_destination(store, dest)
     status = scan_destination(store, dest, args.older_than)
     states = {STALE, COMMITTED} if args.include_committed else {STALE}
-    chosen = [j for j in status.jobs if j.state in states]
-    kept = [j for j in status.jobs if j.state not in states]
+    # An interrupted commit is its own state, so it is never among the states removed.
+    chosen = [j for j in status.jobs if j.state in states and not j.interrupted]
+    kept = [j for j in status.jobs if j not in chosen]
     removed: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
     for job in chosen:
@@ -88,8 +112,12 @@ def _run(args: argparse.Namespace) -> int:
         if args.dry_run:
             removed.append(entry)
             continue
-        if not _still_removable(store, dest, job, args.older_than, states):
-            kept.append(job)
+        now = _rescan(store, dest, job, args.older_than)
+        if now is None:
+            kept.append(job)  # gone already: removed by someone else meanwhile
+            continue
+        if now.state not in states or now.interrupted:
+            kept.append(now)
             continue
         error = _remove(store, dest, job)
         if error is None:
@@ -103,7 +131,7 @@ def _run(args: argparse.Namespace) -> int:
             "older_than_seconds": args.older_than,
             "include_committed": args.include_committed,
             "removed": removed, "failed": failed,
-            "kept": [{"name": j.name, "job_id": j.job_id, "state": j.state} for j in kept],
+            "kept": [_kept_json(j) for j in kept],
         })
     else:
         verb = "would remove" if args.dry_run else "removed"
@@ -120,7 +148,7 @@ def _run(args: argparse.Namespace) -> int:
                              f" none {' or '.join(sorted(states))} (older than "
                              f"{human_duration(args.older_than)})\n")
         for j in kept:
-            sys.stdout.write(f"kept {j.path} ({j.state}{f': {j.note}' if j.note else ''})\n")
+            sys.stdout.write(_kept_line(j))
     return EXIT_PROBLEMS if failed else EXIT_OK
 
 

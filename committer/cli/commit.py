@@ -8,8 +8,14 @@ task, a destination outside DEST, a destination claimed twice) are listed one pe
 file is moved. ``--conf`` takes the committer's Hadoop keys (io threads, validate output,
 summary report directory, ...).
 
-``abort-job DEST --job-id ID`` deletes that job's directory under ``_temporary`` (every
-attempt), and nothing else; ``_temporary`` goes too if it is then empty.
+``abort-job DEST --job-id ID`` first rolls back a commit of that job (attempt ``--attempt``)
+that started and did not finish: every file it renamed into DEST goes back to its task
+directory, data an overwrite moved aside (``replaced/``) is restored, directories it created
+are removed if empty and the previous ``_SUCCESS`` comes back (as ``rollback`` does). Then it
+deletes the job's directory under ``_temporary`` (every attempt), and nothing else;
+``_temporary`` goes too if it is then empty. A commit past its point of no return
+(``cleaning``) is not undone: its cleanup is finished. If the rollback fails, the job
+directory is kept (exit status 1) so that ``rollback`` can be run again.
 
 Exit status: 0 committed / aborted; 1 the commit failed or was refused, or the job directory
 could not be removed; 2 bad arguments, DEST missing, or no such job under DEST.
@@ -197,7 +203,8 @@ COMMIT_JOB = Command(
 
 ABORT_JOB = Command(
     name="abort-job",
-    help="delete one job's directory under DEST/_temporary",
+    help="roll back one job's started commit (renamed files go back, moved-aside data is "
+         "restored), then delete its directory under DEST/_temporary",
     description=__doc__ or "",
     add_arguments=_abort_arguments,
     run=_abort,

@@ -3,6 +3,10 @@
 Each job directory (``manifest_<jobId>`` as this project writes it, ``<jobId>`` as Hadoop's
 ManifestCommitter does) is classified:
 
+    interrupted            a job commit of this job started and did not finish (its journal
+                           ``NN/_journal.json`` is in a state before ``cleaned``), or data an
+                           overwrite replaced is moved aside in it (``NN/replaced/``): only
+                           ``resume`` or ``rollback`` may act on it, never ``cleanup``
     committed-not-cleaned  ``_SUCCESS`` names this job: its output is in place, but its
                            temporary directory was left (cleanup skipped or failed)
     stale                  not committed, and nothing in it changed for ``--stale-after``
@@ -14,7 +18,8 @@ Age is the time since the newest modification seen in the job's latest attempt: 
 directory itself, its job marker, task attempt directories and committed manifests (object
 stores have no directory times, so there only files count). Reading is cheap: a few listings
 per job and no manifest is opened except with ``--bytes``, which reads each job's manifests to
-sum what its tasks would commit.
+sum what its tasks would commit. For each interrupted commit the state its journal records is
+shown with what ``resume`` and ``rollback`` would do.
 """
 
 from __future__ import annotations
@@ -32,7 +37,9 @@ from committer.cli.command import EXIT_OK, CliError, Command
 from committer.cli.documents import manifest_files
 from committer.cli.paths import basename, open_location
 from committer.cli.units import human_duration, human_size, parse_duration
-from committer.errors import ConfigError, PathNotFoundError, StoreError
+from committer.errors import ConfigError, ManifestCommitterError, PathNotFoundError, StoreError
+from committer.job.move_aside import DISPLACED_DIR, REPLACED_DIR
+from committer.job.recovery import InterruptedCommit, interrupted_commit
 from committer.job.setup import JOB_MARKER
 from committer.layout import (
     JOB_DIR_PREFIX,
@@ -40,6 +47,7 @@ from committer.layout import (
     SUCCESS_MARKER,
     TASKS_DIR,
     TEMPORARY_DIR,
+    JobLayout,
     check_id,
 )
 from committer.store import FileStatus, ManagedStore
@@ -53,6 +61,35 @@ IN_PROGRESS = "in-progress"
 COMMITTED = "committed-not-cleaned"
 STALE = "stale"
 UNKNOWN = "unknown"
+INTERRUPTED = "interrupted"
+INTERRUPTED_NOTE = "interrupted — run `manifest-committer resume` or `rollback`"
+
+
+@dataclass
+class InterruptedInfo:
+    """One job attempt's unfinished commit, as ``status`` shows it."""
+
+    attempt: int
+    state: str  # the journal's state; "not_started": only moved-aside data; "unreadable"
+    mode: str | None
+    files: int | None  # what the commit plans to rename (known once it is planned)
+    moved_aside: int  # moved-aside paths recorded
+    resume_would: str
+    rollback_would: str
+    last_modified: float | None = None  # when the journal was last written
+    owner: str | None = None  # the process that wrote the journal
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "attempt": self.attempt, "state": self.state, "mode": self.mode,
+            "files": self.files, "moved_aside": self.moved_aside,
+            "resume_would": self.resume_would, "rollback_would": self.rollback_would,
+            "last_modified": self.last_modified, "owner": self.owner,
+        }
+
+    def describe(self) -> str:
+        return (f"attempt {self.attempt:02d} {self.state}; resume would: {self.resume_would}; "
+                f"rollback would: {self.rollback_would}")
 
 
 @dataclass
@@ -69,6 +106,7 @@ class JobInfo:
     owner: dict[str, Any] | None = None  # the job marker written at setup (ours only)
     state: str = UNKNOWN
     note: str = ""
+    interrupted: list[InterruptedInfo] = field(default_factory=list)
 
     def age(self, now: float) -> float | None:
         return None if self.last_modified is None else max(0.0, now - self.last_modified)
@@ -81,6 +119,7 @@ class JobInfo:
             "bytes": self.bytes, "last_modified": self.last_modified,
             "age_seconds": None if age is None else round(age, 1), "state": self.state,
             "owner": self.owner, "note": self.note,
+            "interrupted_commits": [c.to_json() for c in self.interrupted],
         }
 
 
@@ -139,7 +178,7 @@ def _list(store: ManagedStore, path: str) -> list[FileStatus]:
         return []
 
 
-def _job_info(store: ManagedStore, status: FileStatus, want_bytes: bool,
+def _job_info(store: ManagedStore, dest: str, status: FileStatus, want_bytes: bool,
               threads: int) -> JobInfo:
     name = basename(status.path)
     ours = name.startswith(JOB_DIR_PREFIX)
@@ -157,6 +196,7 @@ def _job_info(store: ManagedStore, status: FileStatus, want_bytes: bool,
         info.note = "no NN attempt directories: not a manifest committer job"
         return info
     info.job_id, info.layout = job_id, "manifest" if ours else "hadoop"
+    info.interrupted = _interrupted(store, dest, info)
     attempt_dir = f"{status.path}/{info.attempts[-1]:02d}"
     top = _list(store, attempt_dir)
     newest = _newest(children + top, status.modified)
@@ -168,7 +208,8 @@ def _job_info(store: ManagedStore, status: FileStatus, want_bytes: bool,
             info.owner = owner if isinstance(owner, dict) else None
         except (StoreError, orjson.JSONDecodeError):
             info.note = f"unreadable {JOB_MARKER}"
-    if TASKS_DIR not in names and MANIFESTS_DIR not in names and marker is None:
+    if TASKS_DIR not in names and MANIFESTS_DIR not in names and marker is None \
+            and not info.interrupted:
         info.job_id, info.layout = None, None
         info.note = "attempt directory holds no tasks/, manifests/ or job marker"
         return info
@@ -181,6 +222,47 @@ def _job_info(store: ManagedStore, status: FileStatus, want_bytes: bool,
     if want_bytes:
         info.bytes = _manifest_bytes(store, manifests, threads)
     return info
+
+
+def _from_journal(found: InterruptedCommit) -> InterruptedInfo:
+    j = found.journal
+    moved = found.moved_aside or (j.moved_aside if j is not None else [])
+    return InterruptedInfo(
+        found.layout.attempt, found.state, found.mode,
+        j.files if j is not None and j.manifests else None, len(moved),
+        found.resume_would(), found.rollback_would(),
+        last_modified=None if j is None or not j.updated_ms else j.updated_ms / 1000,
+        owner=j.owner if j is not None else None)
+
+
+def _interrupted(store: ManagedStore, dest: str, info: JobInfo) -> list[InterruptedInfo]:
+    """The unfinished commits among a job's attempts (``recovery.interrupted_commit``).
+
+    Whatever cannot be read, and moved-aside trees without a record, count as interrupted
+    too: ``cleanup`` keeps every job this returns something for, so doubt must keep data.
+    """
+    assert info.job_id is not None
+    out = []
+    for attempt in info.attempts:
+        layout = JobLayout(dest, info.job_id, attempt, hadoop_naming=info.layout == "hadoop")
+        try:
+            found = interrupted_commit(store, layout)
+        except ManifestCommitterError as e:
+            why = f"cannot tell, its journal or move-aside records are unreadable ({e})"
+            out.append(InterruptedInfo(attempt, "unreadable", None, None, 0,
+                                       f"refuse: {why}", f"refuse: {why}"))
+            continue
+        if found is not None:
+            out.append(_from_journal(found))
+            continue
+        names = {basename(c.path) for c in _list(store, layout.attempt_dir) if c.is_dir}
+        if REPLACED_DIR in names or DISPLACED_DIR in names:
+            out.append(InterruptedInfo(
+                attempt, "not_started", None, None, 0,
+                "nothing: no commit was started",
+                f"restore the data under {REPLACED_DIR}/ and {DISPLACED_DIR}/; delete the job "
+                "directory"))
+    return out
 
 
 def _manifest_bytes(store: ManagedStore, manifests: list[Any], threads: int) -> int:
@@ -220,9 +302,12 @@ def scan_destination(store: ManagedStore, dest: str, stale_after: float, *,
     for child in sorted(_list(store, f"{dest}/{TEMPORARY_DIR}"), key=lambda s: s.path):
         if not child.is_dir:
             continue
-        info = _job_info(store, child, want_bytes, threads)
+        info = _job_info(store, dest, child, want_bytes, threads)
         if info.job_id is None:
             info.state = UNKNOWN
+        elif info.interrupted:
+            info.state = INTERRUPTED
+            info.note = INTERRUPTED_NOTE
         elif success is not None and success.success and success.job_id == info.job_id:
             info.state = COMMITTED
         else:
@@ -280,12 +365,23 @@ def print_status(status: DestinationStatus) -> None:
             j.job_id or j.name, j.state, j.layout or "-",
             ",".join(f"{a:02d}" for a in j.attempts) or "-", f"{j.tasks:,}", f"{j.manifests:,}",
             "-" if j.bytes is None else human_size(j.bytes),
-            "-" if age is None else human_duration(age), j.note,
+            "-" if age is None else human_duration(age),
+            "resume or rollback: see below" if j.interrupted else j.note,
         ])
     console.print(render.table(
         f"Jobs under {TEMPORARY_DIR}/",
         ["job", "state", "layout", "attempts", "task dirs", "manifests", "bytes", "age", "note"],
         rows, right=["task dirs", "manifests", "bytes", "age"]))
+    interrupted = [(j, c) for j in status.jobs for c in j.interrupted]
+    if interrupted:
+        console.print(render.table(
+            "Interrupted commits (run `manifest-committer resume` or `rollback`)",
+            ["job", "attempt", "state", "mode", "files", "moved aside", "resume would",
+             "rollback would"],
+            [[j.job_id or j.name, f"{c.attempt:02d}", c.state, c.mode or "-",
+              "-" if c.files is None else f"{c.files:,}", f"{c.moved_aside:,}",
+              c.resume_would, c.rollback_would] for j, c in interrupted],
+            right=["files", "moved aside"]))
 
 
 def _add_arguments(p: argparse.ArgumentParser) -> None:

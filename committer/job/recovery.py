@@ -142,13 +142,25 @@ def interrupted_commits(store: ManagedStore, dest: str) -> list[InterruptedCommi
     """Every job attempt under ``dest`` with an unfinished commit or moved-aside data."""
     out = []
     for layout in _job_layouts(store, dest):
-        journal = load_journal(store, layout)
-        moved = move_aside.records(store, layout)
-        if journal is not None and journal.state == State.CLEANED:
-            continue
-        if journal is not None or moved:
-            out.append(InterruptedCommit(layout, journal, moved))
+        found = interrupted_commit(store, layout)
+        if found is not None:
+            out.append(found)
     return out
+
+
+def interrupted_commit(store: ManagedStore, layout: JobLayout) -> InterruptedCommit | None:
+    """The unfinished commit (or moved-aside data) of one job attempt, or ``None``.
+
+    Raises ``FormatError`` for a journal that cannot be parsed and ``StoreError`` for an
+    unreadable move-aside record: callers that delete must then keep the directory.
+    """
+    journal = load_journal(store, layout)
+    moved = move_aside.records(store, layout)
+    if journal is not None and journal.state == State.CLEANED:
+        return None
+    if journal is not None or moved:
+        return InterruptedCommit(layout, journal, moved)
+    return None
 
 
 def find_interrupted(store: ManagedStore, dest: str, job_id: str | None) -> InterruptedCommit:
@@ -275,7 +287,12 @@ def _rollback(store: ManagedStore, layout: JobLayout, config: CommitterConfig,
                 if store.remove_dir_if_empty(d):
                     report.directories_removed += 1
         _restore(store, move_aside.trees_under_dest(layout)[0], pool, window, report)
-        for moved in statics:
+        # Custom partition locations replaced by a dynamic overwrite live outside dest: the
+        # journal, not the mirrored tree, records them.
+        outside = [m for m in journal.moved_aside
+                   if m not in statics and not m.original.startswith(layout.dest + "/")
+                   and m.original != layout.dest] if journal is not None else []
+        for moved in [*statics, *outside]:
             _restore(store, moved, pool, window, report)
 
 

@@ -81,9 +81,18 @@ def success_job_id(store: ManagedStore, path: str) -> str | None:
     return str(doc.get("jobId", "")) if isinstance(doc, dict) else ""
 
 
-def partitions_to_replace(plan: JobPlan, dest: str) -> list[str]:
-    """Dynamic overwrite replaces every directory the job writes files into, below dest."""
-    return sorted(p for p in plan.partitions if p != dest and p.startswith(dest + "/"))
+def partitions_to_replace(plan: JobPlan, dest: str, extra_roots: Sequence[str] = ()) -> list[str]:
+    """Dynamic overwrite replaces every directory the job writes files into: below dest, and
+    at or below each extra destination root (a custom partition location is itself the
+    partition directory, as Spark's own protocol deletes it)."""
+    roots = [r.rstrip("/") for r in extra_roots]
+
+    def replaced(p: str) -> bool:
+        if p == dest or dest.startswith(p + "/"):
+            return False  # never the destination itself, nor a directory holding it
+        return p.startswith(dest + "/") or any(p == r or p.startswith(r + "/") for r in roots)
+
+    return sorted(p for p in plan.partitions if replaced(p))
 
 
 class CommitTransaction:
@@ -219,7 +228,8 @@ class CommitTransaction:
         j.files, j.bytes = plan.files, plan.bytes
         if j.mode == MODE_DYNAMIC:
             j.moved_aside += [MovedAside(p, move_aside.aside_location(self.layout, p))
-                              for p in partitions_to_replace(plan, self.layout.dest)]
+                              for p in partitions_to_replace(plan, self.layout.dest,
+                                                             j.extra_roots)]
         j.new_directories = self._absent_directories(plan, executor)
         advance(self.meta, self.layout, j, State.PLANNED)
 

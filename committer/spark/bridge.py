@@ -47,6 +47,9 @@ class PythonJobCommitEngine:
     def abortJob(self, requestJson: str) -> str:
         return self._call("abortJob", requestJson)
 
+    def deleteWithJob(self, requestJson: str) -> str:
+        return self._call("deleteWithJob", requestJson)
+
     class Java:
         implements = [ENGINE_INTERFACE]
 

@@ -4,7 +4,7 @@ Both transports go through :func:`handle`: the in-process Py4J callback
 (:mod:`committer.spark.bridge`) and the subprocess entry point (:mod:`committer.spark.driver`).
 The request is built by the JVM shim (``EngineClient``/``ManifestCommitProtocol``)::
 
-    {"operation": "setupJob" | "commitJob" | "abortJob",
+    {"operation": "setupJob" | "commitJob" | "abortJob" | "deleteWithJob",
      "jobId": str, "jobAttempt": int,
      "destination": str,       # Spark's path string, for messages
      "destinationUri": str,    # Hadoop Path.toUri().toString(): what the engine uses
@@ -13,7 +13,12 @@ The request is built by the JVM shim (``EngineClient``/``ManifestCommitProtocol`
      "committedTasks": [{"taskId", "taskAttemptId", "manifestPath", "files", "bytes",
                          "partitions", "absoluteDirectories"}, ...],
      "extraDestinationRoots": [uri, ...],   # custom partition locations, Hadoop URI strings
-     "partitions": [str, ...]}
+     "partitions": [str, ...],
+     # deleteWithJob only (static overwrite: the path Spark would delete, on dest's filesystem):
+     "path": uri}
+
+``deleteWithJob`` moves ``path`` into the job's directory instead of deleting it
+(:meth:`committer.job.JobCommitter.move_aside`); its result is ``{"moved": bool}``.
 
 and the response is ``{"ok": true, "result": {...}}`` or
 ``{"ok": false, "error": str, "errorType": str}``.
@@ -32,7 +37,7 @@ from manifest_schema.uris import uri_to_location
 __all__ = ["OPERATIONS", "RequestError", "error_response", "handle"]
 
 LOG = logging.getLogger(__name__)
-OPERATIONS = ("setupJob", "commitJob", "abortJob")
+OPERATIONS = ("setupJob", "commitJob", "abortJob", "deleteWithJob")
 
 
 class RequestError(ConfigError):
@@ -117,6 +122,8 @@ def _run(request: Mapping[str, Any]) -> dict[str, Any]:
     if operation == "abortJob":
         job.abort()
         return {}
+    if operation == "deleteWithJob":
+        return {"moved": bool(job.move_aside(_location(_str(request, "path"))))}
     tasks = committed_tasks(request)
     roots = [
         _location(uri)

@@ -134,6 +134,10 @@ final class EngineClient {
     return call("abortJob", request);
   }
 
+  JsonNode deleteWithJob(Map<String, Object> request) throws IOException {
+    return call("deleteWithJob", request);
+  }
+
   private JsonNode call(String operation, Map<String, Object> request) throws IOException {
     Map<String, Object> doc = new LinkedHashMap<>();
     doc.put("operation", operation);
@@ -147,6 +151,9 @@ final class EngineClient {
           break;
         case "commitJob":
           response = engine.commitJob(json);
+          break;
+        case "deleteWithJob":
+          response = engine.deleteWithJob(json);
           break;
         default:
           response = engine.abortJob(json);

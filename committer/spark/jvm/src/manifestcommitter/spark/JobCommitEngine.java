@@ -15,4 +15,10 @@ public interface JobCommitEngine {
   String commitJob(String requestJson);
 
   String abortJob(String requestJson);
+
+  /**
+   * Static overwrite: move the path Spark's {@code deleteWithJob} names into the job's directory
+   * instead of deleting it. The result carries {@code "moved": true|false} (false: nothing there).
+   */
+  String deleteWithJob(String requestJson);
 }

@@ -1,16 +1,20 @@
 package manifestcommitter.spark;
 
 import com.fasterxml.jackson.databind.JsonNode;
+import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.io.Serializable;
 import java.io.UncheckedIOException;
+import java.net.URI;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Set;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
 import org.apache.hadoop.fs.Path;
 import org.apache.hadoop.mapreduce.JobContext;
@@ -180,6 +184,77 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
       throw new UncheckedIOException("manifest committer: committing job " + jobId + " to "
           + path + " failed: " + e.getMessage(), e);
     }
+  }
+
+  /**
+   * Static overwrite ({@code mode("overwrite")}, {@code INSERT OVERWRITE ... PARTITION}): Spark
+   * calls this for the table or the static partitions before {@code setupJob}. A path on the
+   * destination's filesystem is not deleted but moved into the job's directory by the engine,
+   * so a job that fails or is aborted gets it back; the commit deletes it after {@code _SUCCESS}.
+   * A path on another filesystem is deleted, as Spark's own protocol does.
+   *
+   * @return true if something was there (and is now moved aside or deleted)
+   */
+  @Override
+  public boolean deleteWithJob(FileSystem fs, Path target, boolean recursive) {
+    Configuration conf = driverConfiguration(fs);
+    try {
+      Path qualifiedTarget = fs.makeQualified(target);
+      Path dest = qualified(destination(), conf);
+      if (!sameFileSystem(dest.toUri(), qualifiedTarget.toUri())) {
+        LOG.info("Manifest committer job {}: deleting {} (not on the destination's filesystem)",
+            jobId, qualifiedTarget);
+        return fs.delete(target, recursive);
+      }
+      if (!recursive) {
+        FileStatus status;
+        try {
+          status = fs.getFileStatus(qualifiedTarget);
+        } catch (FileNotFoundException e) {
+          return false;
+        }
+        if (status.isDirectory() && fs.listStatus(qualifiedTarget).length > 0) {
+          // A non-recursive delete of a non-empty directory fails; let the filesystem say so.
+          return fs.delete(target, false);
+        }
+      }
+      Map<String, Object> req = request(conf);
+      req.put("path", qualifiedTarget.toUri().toString());
+      EngineClient engine = EngineClient.forJob(conf);
+      JsonNode result = engine.deleteWithJob(req);
+      boolean moved = result.path("moved").asBoolean(false);
+      LOG.info("Manifest committer job {}: {} {} into the job directory (static overwrite)",
+          jobId, moved ? "moved" : "nothing to move at", qualifiedTarget);
+      return moved;
+    } catch (IOException e) {
+      throw new UncheckedIOException("manifest committer: job " + jobId + " could not replace "
+          + target + ": " + e.getMessage(), e);
+    }
+  }
+
+  /**
+   * The session's Hadoop configuration (with runtime {@code spark.hadoop.*} options, as
+   * {@code setupJob} sees them), falling back to the filesystem's own.
+   */
+  private static Configuration driverConfiguration(FileSystem fs) {
+    try {
+      Option<org.apache.spark.sql.classic.SparkSession> session =
+          org.apache.spark.sql.classic.SparkSession.getActiveSession();
+      if (session.isEmpty()) {
+        session = org.apache.spark.sql.classic.SparkSession.getDefaultSession();
+      }
+      if (session.isDefined()) {
+        return session.get().sessionState().newHadoopConf();
+      }
+    } catch (RuntimeException | LinkageError e) {
+      LOG.debug("No active session configuration; using the filesystem's", e);
+    }
+    return fs.getConf();
+  }
+
+  static boolean sameFileSystem(URI a, URI b) {
+    return a.getScheme() != null && a.getScheme().equalsIgnoreCase(b.getScheme())
+        && Objects.equals(a.getAuthority(), b.getAuthority());
   }
 
   @Override

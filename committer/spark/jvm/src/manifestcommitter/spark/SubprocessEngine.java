@@ -48,6 +48,11 @@ final class SubprocessEngine implements JobCommitEngine {
     return run(requestJson);
   }
 
+  @Override
+  public String deleteWithJob(String requestJson) {
+    return run(requestJson);
+  }
+
   private String run(String requestJson) {
     ProcessBuilder pb = new ProcessBuilder(new ArrayList<>(command));
     if (pythonPath != null && !pythonPath.isEmpty()) {

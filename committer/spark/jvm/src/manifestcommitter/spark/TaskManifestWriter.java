@@ -4,10 +4,15 @@ import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.io.InterruptedIOException;
+import java.net.URI;
+import java.nio.file.Files;
+import java.nio.file.LinkOption;
+import java.nio.file.Paths;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.TimeUnit;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.FileStatus;
@@ -159,9 +164,38 @@ final class TaskManifestWriter {
     entry.put("s", st.getPath().toUri().toString());
     entry.put("d", target.toUri().toString());
     entry.put("z", st.getLen());
-    // No "e": etags are not available through the plain FileSystem API on the stores Spark's
-    // local mode uses; Hadoop omits the key when there is none.
+    String identity = localIdentity(st);
+    if (identity != null) {
+      entry.put("e", identity);
+    }
     return entry;
+  }
+
+  /**
+   * The identity of a local file that a rename keeps: inode, modification time (ns) and size,
+   * in the engine's format ({@code committer.store.local.file_etag}). With it, a job commit
+   * resumed after a crash can prove that a renamed destination is this file. Other stores get
+   * no "e" (the plain FileSystem API has no etag there; Hadoop omits the key when there is
+   * none), and neither does a local file whose attributes cannot be read.
+   */
+  static String localIdentity(FileStatus st) {
+    URI uri = st.getPath().toUri();
+    if (!"file".equalsIgnoreCase(uri.getScheme())) {
+      return null;
+    }
+    try {
+      // java.nio's Path, not Hadoop's (imported by name in this file).
+      java.nio.file.Path p = Paths.get(uri.getPath());
+      Object ino = Files.getAttribute(p, "unix:ino", LinkOption.NOFOLLOW_LINKS);
+      long mtimeNs = Files.getLastModifiedTime(p, LinkOption.NOFOLLOW_LINKS)
+          .to(TimeUnit.NANOSECONDS);
+      long size = Files.size(p);
+      return Long.toHexString(((Number) ino).longValue()) + "-" + Long.toHexString(mtimeNs)
+          + "-" + Long.toHexString(size);
+    } catch (IOException | UnsupportedOperationException | IllegalArgumentException
+        | ClassCastException e) {
+      return null;
+    }
   }
 
   private static Map<String, Object> dirEntry(Path dir, int status, int depth) {

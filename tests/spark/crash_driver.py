@@ -1,0 +1,74 @@
+"""A PySpark driver that dies by SIGKILL in the middle of its job commit (test harness only).
+
+    python -m tests.spark.crash_driver DEST ROWS PARTITIONS KILL_AFTER_RENAMES
+
+Creates its own local session through ``committer.spark.configure`` (in-process engine), writes
+``ROWS`` rows partitioned into ``PARTITIONS`` directories under ``DEST``, and kills its whole
+process group (this Python driver and its JVM, as a lost driver machine would) once the job
+commit has renamed ``KILL_AFTER_RENAMES`` data files into the destination.
+
+The kill switch is a wrapper this script puts around the local store's ``rename_file`` in its
+own process; no production code path knows about it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+
+from committer.store.local import LocalStore
+
+READY = "crash-driver: session ready"
+
+
+def install_kill_switch(kill_after: int) -> None:
+    original = LocalStore.rename_file
+    lock = threading.Lock()
+    renamed = 0
+
+    def rename_file(self: LocalStore, src: str, dst: str) -> None:
+        nonlocal renamed
+        original(self, src, dst)
+        # Data files renamed into the destination by the job commit's rename stage; not the
+        # committer's own bookkeeping (journal, markers, moved-aside data).
+        if "/_temporary/" in dst or "/_manifest_committer/" in dst or "/_SUCCESS" in dst:
+            return
+        with lock:
+            renamed += 1
+            if renamed < kill_after:
+                return
+        sys.stdout.flush()
+        os.killpg(os.getpgid(0), signal.SIGKILL)
+
+    LocalStore.rename_file = rename_file  # type: ignore[method-assign]
+
+
+def main(argv: list[str]) -> int:
+    dest, rows, partitions, kill_after = argv[0], int(argv[1]), int(argv[2]), int(argv[3])
+    from pyspark.sql import SparkSession
+
+    import committer.spark
+
+    install_kill_switch(kill_after)
+    builder = (
+        SparkSession.builder.master("local[2]")
+        .appName("manifest-committer-crash-driver")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "512m")
+    )
+    spark = committer.spark.configure(builder, engine="inprocess").getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    print(READY, flush=True)
+    spark.range(0, rows, numPartitions=2) \
+        .selectExpr("id", f"cast(id % {partitions} as int) as p") \
+        .write.partitionBy("p").parquet(dest)
+    spark.stop()
+    print("crash-driver: the job committed; the kill switch never fired", flush=True)
+    return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
