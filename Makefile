@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PYTHON := $(BIN)/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test test-fast lint bench demo jar clean
+.PHONY: setup test test-fast lint bench bench-emulators bench-spark demo jar clean
 
 # Create the virtual environment and install the project with everything tests need.
 $(STAMP): pyproject.toml
@@ -35,8 +35,17 @@ lint: setup
 	$(BIN)/mypy
 
 # Benchmarks: JSON results and a Markdown report under benchmarks/results/.
+# bench: local-disk job commit vs the os ceiling, and peak memory at a million files.
 bench: setup
 	$(PYTHON) -m benchmarks
+
+# Job commit on the Azurite and fake-gcs-server emulators (started and stopped by the harness).
+bench-emulators: setup
+	$(PYTHON) -m benchmarks.emulators
+
+# A partitioned PySpark write through Spark's default committer, Hadoop's, and this one.
+bench-spark: setup jar
+	$(PYTHON) -m benchmarks.spark_write
 
 clean:
 	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache benchmarks/results

@@ -101,7 +101,7 @@ class CommitterConfig:
     # moved aside into the job directory, so a rollback can put it back).
     conflict_policy: str = "fail"
     # fsspec storage options for the destination's store (credentials, endpoints).
-    storage_options: Mapping[str, Any] = field(default_factory=dict)
+    storage_options: Mapping[str, Any] = field(default_factory=dict, repr=False)
     # Keys under the committer prefix that this version does not know (kept for diagnostics).
     unrecognised_keys: tuple[str, ...] = ()
 

@@ -97,15 +97,21 @@ def _location(uri: str) -> str:
 def _job(request: Mapping[str, Any]) -> Any:
     from committer.config import CommitterConfig
     from committer.job import JobCommitter
+    from committer.store.credentials import config_for_location
 
     attempt = request.get("jobAttempt", 0)
     if not isinstance(attempt, int) or isinstance(attempt, bool):
         raise RequestError(f"request field 'jobAttempt' must be an integer, got {attempt!r}")
+    dest = _location(_str(request, "destinationUri"))
+    conf = _conf(request)
+    # Hadoop's store keys (fs.azure.account.key.*, google.cloud.auth.*, ...) that the Spark
+    # user already set become the engine's storage options for this destination.
+    config = config_for_location(CommitterConfig.from_hadoop_conf(conf), conf, dest)
     return JobCommitter(
-        dest=_location(_str(request, "destinationUri")),
+        dest=dest,
         job_id=_str(request, "jobId"),
         job_attempt=attempt,
-        config=CommitterConfig.from_hadoop_conf(_conf(request)),
+        config=config,
         dynamic_partition_overwrite=bool(request.get("dynamicPartitionOverwrite", False)),
         progress=None,
     )

@@ -57,6 +57,7 @@ DEFAULT_CONCURRENCY = 256
 _TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 _REWRITE_ROUNDS_LIMIT = 10_000  # a rewrite of a huge object takes several calls; bounded
 _BOUNDARY = "committer-multipart-boundary-7c1f"
+_CHECK_LISTING_LIMIT = 10_000  # entries of one directory listed to check destinations
 
 
 class GcsHttpError(Exception):
@@ -126,6 +127,7 @@ class GcsStore(Store):
         self.concurrency = concurrency
         # bound to the filesystem's loop on first use (asyncio primitives bind lazily)
         self._in_flight = asyncio.Semaphore(concurrency)
+        self._probe_lock = asyncio.Lock()
         self.trust_preconditions = trust_preconditions
         self.faults = faults
         self._loop: asyncio.AbstractEventLoop = fs.loop
@@ -392,13 +394,13 @@ class GcsStore(Store):
         self._move_supported = True
         return True
 
-    async def _complete_half_done(self, bucket: str, sk: str, dk: str, src: str, dst: str
-                                  ) -> None:
+    async def _complete_half_done(self, bucket: str, sk: str, dk: str, src: str, dst: str,
+                                  found: dict[str, Any] | None = None) -> None:
         """The destination exists: if it holds exactly the source's bytes (an earlier attempt
         of this rename copied it and lost the answer), delete the source and succeed; else it
         is a genuine conflict."""
         s = await self._get_object(bucket, sk)
-        d = await self._get_object(bucket, dk)
+        d = found if found is not None else await self._get_object(bucket, dk)
         if s is None:
             # the source is gone as well: ambiguous; the managed store decides on identity
             raise PathNotFoundError(f"rename source not found: {src}", src)
@@ -418,7 +420,8 @@ class GcsStore(Store):
             raise
         return True
 
-    async def _rename(self, pair: tuple[str, str], replace: bool = False) -> None:
+    async def _rename(self, pair: tuple[str, str], replace: bool = False,
+                      known_absent: frozenset[str] = frozenset()) -> None:
         src, dst = pair
         sb, sk = self._split(src)
         db, dk = self._split(dst)
@@ -427,10 +430,11 @@ class GcsStore(Store):
         try:
             if sb == db and await self._move(sb, sk, dk, replace):
                 return
-            if not replace and not self.trust_preconditions and (
-                    await self._get_object(db, dk)) is not None:
-                raise GcsHttpError(412, "destination exists (checked: endpoint ignores "
-                                        "ifGenerationMatch on rewrite)")
+            if not replace and not self.trust_preconditions and dst not in known_absent:
+                found = await self._get_object(db, dk)
+                if found is not None:  # the endpoint ignores ifGenerationMatch on rewrite
+                    await self._complete_half_done(sb, sk, dk, src, dst, found)
+                    return
             params: dict[str, str] = {} if replace else {"ifGenerationMatch": "0"}
             url = (f"{self._api}/{self._obj(sb, sk)}/rewriteTo/"
                    f"{self._obj(db, dk)}")
@@ -464,16 +468,67 @@ class GcsStore(Store):
     def replace_file(self, src: str, dst: str) -> None:
         self._do(f"{src} -> {dst}", self._rename, (src, dst), True)
 
+    async def _absent_destinations(self, pairs: Sequence[tuple[str, str]]) -> frozenset[str]:
+        """Destinations of ``pairs`` that a listing of their parent directories shows absent.
+
+        Only for endpoints that ignore ``ifGenerationMatch`` on rewrite (emulators): one
+        listing per destination directory replaces one existence check per file. It is as racy
+        as the per-file check it replaces (both are; the real service needs neither). A
+        directory with more than ``_CHECK_LISTING_LIMIT`` entries is not listed: its files keep
+        the per-file check."""
+        groups: dict[tuple[str, str], list[str]] = {}
+        for _, dst in pairs:
+            bucket, key = self._split(dst)
+            parent = key.rsplit("/", 1)[0] + "/" if "/" in key else ""
+            groups.setdefault((bucket, parent), []).append(dst)
+        absent: set[str] = set()
+
+        async def check(group: tuple[str, str]) -> None:
+            bucket, parent = group
+            existing: set[str] = set()
+            params = {"prefix": parent, "delimiter": "/", "fields": "items(name),nextPageToken"}
+            while True:  # bounded by _CHECK_LISTING_LIMIT below
+                page = await self._json("list_dir", "GET",
+                                        f"{self._api}/b/{quote(bucket, safe='')}/o",
+                                        params=params)
+                existing.update(str(o["name"]) for o in page.get("items", []))
+                token = page.get("nextPageToken")
+                if not token:
+                    break
+                if len(existing) > _CHECK_LISTING_LIMIT:
+                    return
+                params["pageToken"] = token
+            absent.update(d for d in groups[group] if self._split(d)[1] not in existing)
+
+        async def limited(group: tuple[str, str]) -> None:
+            async with self._in_flight:
+                await check(group)
+
+        # a failed listing only means those files get the per-file check
+        await map_bounded(limited, list(groups), self.concurrency)
+        return frozenset(absent)
+
     async def _rename_batch(self, pairs: Sequence[tuple[str, str]]) -> list[BaseException | None]:
-        results = await map_bounded(self._limited_rename, pairs, self.concurrency)
+        absent: frozenset[str] = frozenset()
+        if not self.trust_preconditions:
+            absent = await self._absent_destinations(pairs)
+
+        async def limited(pair: tuple[str, str]) -> None:
+            # One limit for the whole store: the engine runs several batches at once (one per
+            # worker thread), and ``concurrency`` means requests in flight, not per batch.
+            async with self._in_flight:
+                await self._rename(pair, False, absent)
+
+        first: list[BaseException | None] = []
+        if self._move_supported is None and pairs:
+            # Learn whether the move API exists with one rename before starting hundreds:
+            # on a store that refuses it every request in flight would be refused once.
+            async with self._probe_lock:
+                if self._move_supported is None:
+                    first = await map_bounded(limited, pairs[:1], 1)
+        results = first + await map_bounded(limited, pairs[len(first):], self.concurrency)
         return [None if r is None else classify_gcs(r, f"{p[0]} -> {p[1]}")
                 for p, r in zip(pairs, results, strict=True)]
-
-    async def _limited_rename(self, pair: tuple[str, str]) -> None:
-        # One limit for the whole store: the engine runs several batches at once (one per
-        # worker thread), and ``concurrency`` means requests in flight, not per batch.
-        async with self._in_flight:
-            await self._rename(pair)
 
     def rename_batch(self, pairs: Sequence[tuple[str, str]]) -> list[BaseException | None]:
         result: list[BaseException | None] = run(self._loop, self._rename_batch, pairs)

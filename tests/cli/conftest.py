@@ -76,11 +76,16 @@ def _normalise(value: Any, subs: list[tuple[str, str]], key: str = "") -> Any:
     return value
 
 
+
+
+
 def normalise(doc: Any, tmp: Path | None) -> Any:
     subs: list[tuple[str, str]] = []
     if tmp is not None:
         real = str(tmp)
         subs = [(location_to_uri(real), "file:<TMP>"), (real, "<TMP>")]
+    # the checkout's own path (fixtures are read from it) differs from clone to clone
+    subs += [(location_to_uri(str(REPO)), "file:<REPO>"), (str(REPO), "<REPO>")]
     return _normalise(doc, subs)
 
 
