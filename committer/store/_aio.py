@@ -13,11 +13,15 @@ import asyncio
 import io
 import random
 import threading
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from abc import abstractmethod
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, BinaryIO, TypeVar
 
 from fsspec.asyn import sync
+
+from committer.errors import StoreError
+from committer.store.base import FileStatus, Store
 
 T = TypeVar("T")
 X = TypeVar("X")
@@ -121,3 +125,101 @@ class UploadOnClose(io.BytesIO):
                 super().close()
             return
         super().close()
+
+
+class AsyncStore(Store):
+    """A store whose operations are coroutines on one event loop (adlfs's or gcsfs's).
+
+    The synchronous interface the engine calls is written once, here: each call runs the
+    backend's coroutine on ``_loop`` and maps a foreign exception through ``_classify``.
+    Backends supply the coroutines and the classifier; they override a method here only where
+    their store differs (Azure walks a hierarchical namespace as a tree).
+    """
+
+    native_batches = True
+    _loop: asyncio.AbstractEventLoop
+
+    @abstractmethod
+    def _classify(self, error: Exception, path: str) -> StoreError:
+        """The engine's error family for a foreign exception, its text scrubbed of secrets."""
+
+    @abstractmethod
+    async def _stat(self, path: str) -> FileStatus: ...
+
+    @abstractmethod
+    async def _list(self, path: str) -> list[FileStatus]: ...
+
+    @abstractmethod
+    async def _walk(self, root: str) -> list[FileStatus]: ...
+
+    @abstractmethod
+    async def _read(self, path: str, limit: int | None) -> bytes: ...
+
+    @abstractmethod
+    async def _write(self, path: str, data: bytes, exclusive: bool) -> None: ...
+
+    @abstractmethod
+    async def _mkdirs(self, path: str) -> None: ...
+
+    @abstractmethod
+    async def _rename(self, pair: tuple[str, str], replace: bool = False) -> None: ...
+
+    @abstractmethod
+    async def _rename_batch(
+        self, pairs: Sequence[tuple[str, str]]
+    ) -> list[BaseException | None]: ...
+
+    @abstractmethod
+    async def _delete_file(self, path: str) -> bool: ...
+
+    @abstractmethod
+    async def _delete_tree(self, path: str) -> bool: ...
+
+    def _do(self, path: str, fn: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
+        try:
+            return run(self._loop, fn, *args)
+        except StoreError:
+            raise
+        except Exception as e:
+            # from None: an SDK's exception may carry a signed URL; the scrubbed text is kept
+            raise self._classify(e, path) from None
+
+    def stat(self, path: str) -> FileStatus:
+        return self._do(path, self._stat, path)
+
+    def list_dir(self, path: str) -> list[FileStatus]:
+        return self._do(path, self._list, path)
+
+    def walk_files(self, root: str) -> Iterator[FileStatus]:
+        # Object stores are flat: one paged listing of the prefix returns every file below it,
+        # where a tree walk would cost a request per (virtual) directory.
+        yield from self._do(root, self._walk, root)
+
+    def read_bytes(self, path: str, limit: int | None = None) -> bytes:
+        return self._do(path, self._read, path, limit)
+
+    def write_bytes(self, path: str, data: bytes, *, exclusive: bool = False) -> None:
+        self._do(path, self._write, path, data, exclusive)
+
+    def open_write(self, path: str) -> BinaryIO:
+        # The stream uploads through write_bytes at close, with this store's credentials (the
+        # base class's fsspec.open would build a filesystem without them).
+        return UploadOnClose(lambda data: self.write_bytes(path, data))
+
+    def mkdirs(self, path: str) -> None:
+        self._do(path, self._mkdirs, path)
+
+    def rename_file(self, src: str, dst: str) -> None:
+        self._do(f"{src} -> {dst}", self._rename, (src, dst))
+
+    def replace_file(self, src: str, dst: str) -> None:
+        self._do(f"{src} -> {dst}", self._rename, (src, dst), True)
+
+    def rename_batch(self, pairs: Sequence[tuple[str, str]]) -> list[BaseException | None]:
+        return run(self._loop, self._rename_batch, pairs)
+
+    def delete_file(self, path: str) -> bool:
+        return self._do(path, self._delete_file, path)
+
+    def delete_tree(self, path: str) -> bool:
+        return self._do(path, self._delete_tree, path)

@@ -28,12 +28,12 @@ import base64
 import binascii
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, BinaryIO
+from typing import Any
 from urllib.parse import urlsplit
 
 from committer.errors import PathExistsError, PathNotFoundError, StoreError, TransientStoreError
 from committer.store import register_backend
-from committer.store._aio import HttpFaults, UploadOnClose, map_bounded, run
+from committer.store._aio import AsyncStore, HttpFaults, map_bounded, run
 from committer.store.base import FileStatus, Store
 from committer.store.credentials import CONCURRENCY_OPTION, register_options, scrub
 
@@ -104,11 +104,10 @@ def _is_folder(metadata: Mapping[str, str] | None) -> bool:
     return bool(metadata) and str((metadata or {}).get(_FOLDER_META, "")).lower() == "true"
 
 
-class AzureStore(Store):
+class AzureStore(AsyncStore):
     """One Azure storage account reached through an adlfs ``AzureBlobFileSystem``."""
 
     supports_etags = True
-    native_batches = True
 
     def __init__(
         self,
@@ -207,14 +206,8 @@ class AzureStore(Store):
         if self.faults is not None and self.faults.after(op):
             raise _InjectedHttpError(self.faults.status, "OperationTimedOut")
 
-    def _do(self, path: str, fn: Any, *args: Any) -> Any:
-        try:
-            return run(self._loop, fn, *args)
-        except StoreError:
-            raise
-        except Exception as e:
-            # from None: the SDK's exception may carry a signed URL; its scrubbed text is kept
-            raise classify_azure(e, path) from None
+    def _classify(self, error: Exception, path: str) -> StoreError:
+        return classify_azure(error, path)
 
     def _status(self, container: str, props: Any, is_dir: bool | None = None) -> FileStatus:
         name = str(props.name).rstrip("/")
@@ -254,10 +247,6 @@ class AzureStore(Store):
             return FileStatus(self._url(container, key), 0, True)
         raise PathNotFoundError(f"not found: {path}", path)
 
-    def stat(self, path: str) -> FileStatus:
-        result: FileStatus = self._do(path, self._stat, path)
-        return result
-
     async def _list(self, path: str) -> list[FileStatus]:
         container, key = self._split(path)
         svc = await self._blob_service()
@@ -281,10 +270,6 @@ class AzureStore(Store):
                 raise StoreError(f"not a directory: {path}", path)
         return list(out.values())
 
-    def list_dir(self, path: str) -> list[FileStatus]:
-        result: list[FileStatus] = self._do(path, self._list, path)
-        return result
-
     async def _walk(self, root: str) -> list[FileStatus]:
         container, key = self._split(root)
         svc = await self._blob_service()
@@ -299,12 +284,12 @@ class AzureStore(Store):
         return out
 
     def walk_files(self, root: str) -> Iterator[FileStatus]:
-        # Blob storage is flat: one paged listing of the prefix returns every file below it,
-        # where a tree walk would cost a request per virtual directory.
+        # A hierarchical namespace has real directories: walk them as a tree. Flat Blob
+        # storage takes the one paged listing of the base class.
         if self.hierarchical:
             yield from Store.walk_files(self, root)
             return
-        yield from self._do(root, self._walk, root)
+        yield from super().walk_files(root)
 
     async def _read(self, path: str, limit: int | None) -> bytes:
         container, key = self._split(path)
@@ -315,10 +300,6 @@ class AzureStore(Store):
             raise StoreError(f"file is larger than the limit of {limit} bytes: {path}", path)
         data: bytes = await downloader.readall()
         return data
-
-    def read_bytes(self, path: str, limit: int | None = None) -> bytes:
-        result: bytes = self._do(path, self._read, path, limit)
-        return result
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -346,14 +327,6 @@ class AzureStore(Store):
             await self._ensure_container(container)
             await bc.upload_blob(data, overwrite=not exclusive)
         await self._gate_after("write_bytes")
-
-    def write_bytes(self, path: str, data: bytes, *, exclusive: bool = False) -> None:
-        self._do(path, self._write, path, data, exclusive)
-
-    def open_write(self, path: str) -> BinaryIO:
-        # The stream uploads through write_bytes at close, with this store's credentials (the
-        # base class's fsspec.open would build a filesystem without them).
-        return UploadOnClose(lambda data: self.write_bytes(path, data))
 
     async def _mkdirs(self, path: str) -> None:
         from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
@@ -384,9 +357,6 @@ class AzureStore(Store):
         except ResourceNotFoundError:
             await self._ensure_container(container)
             raise TransientStoreError(f"container was missing, created: {path}", path) from None
-
-    def mkdirs(self, path: str) -> None:
-        self._do(path, self._mkdirs, path)
 
     async def _wait_copy(self, dst_client: Any, copy: Mapping[str, Any], path: str) -> None:
         """Real Azure may leave a large copy pending; wait for it, bounded."""
@@ -467,12 +437,6 @@ class AzureStore(Store):
             await src_client.delete_blob()
         await self._gate_after("rename_file")
 
-    def rename_file(self, src: str, dst: str) -> None:
-        self._do(f"{src} -> {dst}", self._rename, (src, dst))
-
-    def replace_file(self, src: str, dst: str) -> None:
-        self._do(f"{src} -> {dst}", self._rename, (src, dst), True)
-
     async def _rename_batch(self, pairs: Sequence[tuple[str, str]]) -> list[BaseException | None]:
         results = await map_bounded(self._limited_rename, pairs, self.concurrency)
         return [None if r is None else classify_azure(r, f"{p[0]} -> {p[1]}")
@@ -483,10 +447,6 @@ class AzureStore(Store):
         # worker thread), and ``concurrency`` means requests in flight, not per batch.
         async with self._in_flight:
             await self._rename(pair)
-
-    def rename_batch(self, pairs: Sequence[tuple[str, str]]) -> list[BaseException | None]:
-        result: list[BaseException | None] = run(self._loop, self._rename_batch, pairs)
-        return result
 
     # -- deleting ------------------------------------------------------------------------------
 
@@ -504,10 +464,6 @@ class AzureStore(Store):
     async def _delete_file(self, path: str) -> bool:
         container, key = self._split(path)
         return await self._delete_key(container, key)
-
-    def delete_file(self, path: str) -> bool:
-        result: bool = self._do(path, self._delete_file, path)
-        return result
 
     async def _delete_tree(self, path: str) -> bool:
         from azure.core.exceptions import ResourceNotFoundError
@@ -544,10 +500,6 @@ class AzureStore(Store):
             if r is not None:
                 raise r
         return found
-
-    def delete_tree(self, path: str) -> bool:
-        result: bool = self._do(path, self._delete_tree, path)
-        return result
 
     def close(self) -> None:
         async def _close() -> None:

@@ -35,8 +35,8 @@ import base64
 import json
 import os
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, BinaryIO
+from collections.abc import Mapping, Sequence
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 from committer.errors import (
@@ -47,8 +47,8 @@ from committer.errors import (
     TransientStoreError,
 )
 from committer.store import register_backend
-from committer.store._aio import HttpFaults, UploadOnClose, map_bounded, run
-from committer.store.base import FileStatus, Store
+from committer.store._aio import AsyncStore, HttpFaults, map_bounded, run
+from committer.store.base import FileStatus
 from committer.store.credentials import CONCURRENCY_OPTION, register_options, scrub
 
 __all__ = ["GcsHttpError", "GcsStore", "open_gcs"]
@@ -103,12 +103,11 @@ def _ts(text: Any) -> float | None:
         return None
 
 
-class GcsStore(Store):
+class GcsStore(AsyncStore):
     """Objects in Google Cloud Storage buckets."""
 
     name = "gs"
     supports_etags = True
-    native_batches = True
     flat_walk = True
     # A rewrite changes the generation and (on the service) the etag: see the module doc.
     rename_keeps_etag = False
@@ -192,13 +191,8 @@ class GcsStore(Store):
         out: dict[str, Any] = json.loads(content) if content else {}
         return out
 
-    def _do(self, path: str, fn: Any, *args: Any) -> Any:
-        try:
-            return run(self._loop, fn, *args)
-        except StoreError:
-            raise
-        except Exception as e:
-            raise classify_gcs(e, path) from None
+    def _classify(self, error: Exception, path: str) -> StoreError:
+        return classify_gcs(error, path)
 
     def _status(self, bucket: str, obj: Mapping[str, Any]) -> FileStatus:
         name = str(obj["name"])
@@ -233,10 +227,6 @@ class GcsStore(Store):
         if page.get("items") or page.get("prefixes"):
             return FileStatus(self._url(bucket, key), 0, True)
         raise PathNotFoundError(f"not found: {path}", path)
-
-    def stat(self, path: str) -> FileStatus:
-        result: FileStatus = self._do(path, self._stat, path)
-        return result
 
     async def _list_objects(self, bucket: str, prefix: str, delimiter: bool,
                             op: str = "list_dir") -> tuple[list[dict[str, Any]], list[str]]:
@@ -274,19 +264,10 @@ class GcsStore(Store):
                 raise StoreError(f"not a directory: {path}", path)
         return list(out.values())
 
-    def list_dir(self, path: str) -> list[FileStatus]:
-        result: list[FileStatus] = self._do(path, self._list, path)
-        return result
-
     async def _walk(self, root: str) -> list[FileStatus]:
         bucket, key = self._split(root)
         items, _ = await self._list_objects(bucket, key + "/" if key else "", False)
         return [st for st in (self._status(bucket, o) for o in items) if not st.is_dir]
-
-    def walk_files(self, root: str) -> Iterator[FileStatus]:
-        # A flat paged listing of the prefix: one request per 1,000 objects, where a tree walk
-        # would cost one per directory.
-        yield from self._do(root, self._walk, root)
 
     async def _read(self, path: str, limit: int | None) -> bytes:
         bucket, key = self._split(path)
@@ -296,10 +277,6 @@ class GcsStore(Store):
         if limit is not None and len(content) > limit:
             raise StoreError(f"file is larger than the limit of {limit} bytes: {path}", path)
         return content
-
-    def read_bytes(self, path: str, limit: int | None = None) -> bytes:
-        result: bytes = self._do(path, self._read, path, limit)
-        return result
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -350,14 +327,6 @@ class GcsStore(Store):
                 raise PathExistsError(f"file exists: {path}", path) from None
             raise
 
-    def write_bytes(self, path: str, data: bytes, *, exclusive: bool = False) -> None:
-        self._do(path, self._write, path, data, exclusive)
-
-    def open_write(self, path: str) -> BinaryIO:
-        # The stream uploads through write_bytes at close, with this store's credentials (the
-        # base class's fsspec.open would build a filesystem without them).
-        return UploadOnClose(lambda data: self.write_bytes(path, data))
-
     async def _mkdirs(self, path: str) -> None:
         bucket, key = self._split(path)
         await self._ensure_bucket(bucket)
@@ -372,9 +341,6 @@ class GcsStore(Store):
         except GcsHttpError as e:
             if e.status != 412:  # 412: a concurrent creator made it
                 raise
-
-    def mkdirs(self, path: str) -> None:
-        self._do(path, self._mkdirs, path)
 
     async def _move(self, bucket: str, sk: str, dk: str, replace: bool) -> bool:
         """Try the objects move API; ``False`` if this store does not support it."""
@@ -462,12 +428,6 @@ class GcsStore(Store):
         if self.faults is not None and self.faults.after("rename_file"):
             raise GcsHttpError(self.faults.status, "injected: rename answer lost")
 
-    def rename_file(self, src: str, dst: str) -> None:
-        self._do(f"{src} -> {dst}", self._rename, (src, dst))
-
-    def replace_file(self, src: str, dst: str) -> None:
-        self._do(f"{src} -> {dst}", self._rename, (src, dst), True)
-
     async def _absent_destinations(self, pairs: Sequence[tuple[str, str]]) -> frozenset[str]:
         """Destinations of ``pairs`` that a listing of their parent directories shows absent.
 
@@ -530,19 +490,11 @@ class GcsStore(Store):
         return [None if r is None else classify_gcs(r, f"{p[0]} -> {p[1]}")
                 for p, r in zip(pairs, results, strict=True)]
 
-    def rename_batch(self, pairs: Sequence[tuple[str, str]]) -> list[BaseException | None]:
-        result: list[BaseException | None] = run(self._loop, self._rename_batch, pairs)
-        return result
-
     # -- deleting ------------------------------------------------------------------------------
 
     async def _delete_file(self, path: str) -> bool:
         bucket, key = self._split(path)
         return await self._delete_object(bucket, key)
-
-    def delete_file(self, path: str) -> bool:
-        result: bool = self._do(path, self._delete_file, path)
-        return result
 
     async def _delete_tree(self, path: str) -> bool:
         bucket, key = self._split(path)
@@ -563,10 +515,6 @@ class GcsStore(Store):
             if r is not None:
                 raise r
         return found
-
-    def delete_tree(self, path: str) -> bool:
-        result: bool = self._do(path, self._delete_tree, path)
-        return result
 
     def close(self) -> None:
         async def _close() -> None:
