@@ -19,6 +19,7 @@ from benchmarks.common import DEFAULT_OUT, machine, save_results, write_report
 
 SUITES: dict[str, str] = {
     "local-commit": "benchmarks.local_commit",
+    "hadoop-local": "benchmarks.hadoop_local",
     "memory": "benchmarks.memory",
 }
 DEFAULT = ("local-commit", "memory")

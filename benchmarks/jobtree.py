@@ -36,6 +36,8 @@ class Shape:
     files_per_task: int = 100
     partitions: int = 100
     job_id: str = JOB_ID
+    # True: the job directory is ``_temporary/<jobId>`` as Hadoop's ManifestCommitter names it
+    hadoop_naming: bool = False
 
     @property
     def files(self) -> int:
@@ -43,7 +45,7 @@ class Shape:
 
     @property
     def layout(self) -> JobLayout:
-        return JobLayout(self.dest, self.job_id)
+        return JobLayout(self.dest, self.job_id, hadoop_naming=self.hadoop_naming)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -8,6 +8,14 @@ Kinds:
   threads, each taking its own contiguous share of the tasks (no per-file scheduling).
 - ``ours``: ``JobCommitter.commit()`` of the whole job: list and load the manifests, check every
   entry, create directories, rename, write ``_SUCCESS``, clean up the job directory.
+- ``hadoop-manifest``: Hadoop's own ``ManifestCommitter.commitJob`` (pyspark's hadoop-client-api
+  jar, over Py4J from a local SparkSession) of the same job generated in Hadoop's naming
+  (``_temporary/<jobId>``). Starting the JVM is not timed, and by default a small job is
+  committed first in the same JVM (untimed) so class loading and JIT warm-up are not timed
+  either; only the ``commitJob`` call is.
+- ``hadoop-v1``: Hadoop's ``FileOutputCommitter`` (algorithm v1) ``commitJob`` of the same files
+  laid out as v1 task commit leaves them (``benchmarks/hadoop_v1.py``), JVM and warm-up as for
+  ``hadoop-manifest``.
 
 Prints one JSON object: elapsed seconds of the timed part, peak RSS of this process, and its RSS
 just before the timed part (the interpreter and imports).
@@ -103,6 +111,101 @@ def _ours(shape: Shape, params: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _spark(params: dict[str, Any]) -> Any:
+    from pyspark.sql import SparkSession
+
+    builder = (
+        SparkSession.builder.master("local[2]")
+        .appName("hadoop-manifest-committer-trial")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", str(params.get("driver_memory", "2g")))
+    )
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _hadoop_v1(shape: Shape, params: dict[str, Any]) -> dict[str, Any]:
+    from benchmarks.hadoop_v1 import commit_v1, generate_v1, verify_v1
+    from benchmarks.jobtree import remove
+
+    spark = _spark(params)
+    try:
+        warmup_seconds = None
+        if params.get("warmup", True):
+            warm = Shape(shape.dest.rstrip("/") + "-warmup", tasks=50, files_per_task=20,
+                         partitions=10)
+            remove(warm)
+            generate_v1(warm, workers=1)
+            warmup_seconds = commit_v1(spark, warm)
+            if verify_v1(warm) != warm.files:
+                raise AssertionError("v1 warm-up job lost files")
+            remove(warm)
+        gc.collect()
+        base = current_rss_bytes()
+        elapsed = commit_v1(spark, shape)
+    finally:
+        spark.stop()
+    return {"elapsed": elapsed, "base_rss": base, "warmup_seconds": warmup_seconds,
+            "files_committed": verify_v1(shape)}
+
+
+def _hadoop_manifest(shape: Shape, params: dict[str, Any]) -> dict[str, Any]:
+    from benchmarks.jobtree import generate, remove, verify_committed
+
+    spark = _spark(params)
+    jvm: Any = spark.sparkContext._jvm
+    mr = jvm.org.apache.hadoop.mapreduce
+    base_conf = spark.sparkContext._jsc.hadoopConfiguration()
+    extra: dict[str, str] = dict(params.get("hadoop_conf", {}))
+
+    def commit_job(job: Shape) -> float:
+        conf = jvm.org.apache.hadoop.conf.Configuration(base_conf)
+        conf.set("spark.sql.sources.writeJobUUID", job.job_id)  # names _temporary/<jobId>
+        for key, value in extra.items():
+            conf.set(key, value)
+        attempt = mr.TaskAttemptID("bench", 1, mr.TaskType.MAP, 0, 0)
+        ctx = mr.task.TaskAttemptContextImpl(conf, attempt)
+        committer = jvm.org.apache.hadoop.mapreduce.lib.output.committer.manifest \
+            .ManifestCommitter(jvm.org.apache.hadoop.fs.Path(job.dest), ctx)
+        job_ctx = mr.task.JobContextImpl(conf, mr.JobID("bench", 1))
+        t0 = time.perf_counter()
+        committer.commitJob(job_ctx)
+        return time.perf_counter() - t0
+
+    try:
+        warmup_seconds = None
+        if params.get("warmup", True):
+            warm = Shape(shape.dest.rstrip("/") + "-warmup", tasks=50, files_per_task=20,
+                         partitions=10, job_id=shape.job_id + "w", hadoop_naming=True)
+            remove(warm)
+            generate(warm, workers=1)
+            warmup_seconds = commit_job(warm)
+            verify_committed(warm)
+            remove(warm)
+        gc.collect()
+        base = current_rss_bytes()
+        elapsed = commit_job(shape)
+        io_threads = spark.sparkContext._jsc.hadoopConfiguration().get(
+            "mapreduce.manifest.committer.io.threads")
+    finally:
+        spark.stop()
+    # Hadoop's own account, from the _SUCCESS it wrote (its cleanup stage runs after the marker)
+    with open(os.path.join(shape.dest, "_SUCCESS"), "rb") as f:
+        iostats = json.load(f).get("iostatistics", {})
+    means = iostats.get("meanstatistics", {})
+    stages = {}
+    for name in ("job_stage_load_manifests", "job_stage_create_target_dirs",
+                 "job_stage_rename_files"):
+        mean = means.get(f"{name}.mean")
+        if mean and mean.get("samples"):
+            stages[name] = mean["sum"] / 1000.0
+    return {"elapsed": elapsed, "base_rss": base, "warmup_seconds": warmup_seconds,
+            "hadoop_conf": extra, "io_threads_setting": io_threads, "stages": stages,
+            "files_committed": iostats.get("counters", {}).get("committer_files_committed")}
+
+
 def _engine_as_before() -> None:
     """The engine as it was before its local-disk tuning (for a before/after in one run): no
     pruning of emptied task trees during the renames, ``rename_file`` per entry (a shared
@@ -129,6 +232,10 @@ def main(argv: list[str]) -> int:
     elif kind == "ours":
         out = _ours(shape, params)
         out["baseline"] = bool(params.get("baseline"))
+    elif kind == "hadoop-manifest":
+        out = _hadoop_manifest(shape, params)
+    elif kind == "hadoop-v1":
+        out = _hadoop_v1(shape, params)
     else:
         raise SystemExit(f"unknown trial kind {kind!r}")
     out["peak_rss"] = peak_rss_bytes()
