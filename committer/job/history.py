@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from committer.errors import FormatError, PathNotFoundError, StoreError
+from committer.job.journal import read_json_object
 from committer.layout import join
 from committer.store.managed import ManagedStore
 from manifest_schema import SuccessData
@@ -70,17 +71,8 @@ def write_record(store: ManagedStore, dest: str, record: HistoryRecord, temp_pat
 
 def read_record(store: ManagedStore, dest: str, job_id: str) -> HistoryRecord | None:
     path = record_path(dest, job_id)
-    try:
-        data = store.read_bytes(path, limit=RECORD_LIMIT)
-    except PathNotFoundError:
-        return None
-    try:
-        doc = orjson.loads(data)
-    except orjson.JSONDecodeError as e:
-        raise FormatError(path, "", f"commit history record is not JSON: {e}") from None
-    if not isinstance(doc, dict):
-        raise FormatError(path, "", "commit history record is not a JSON object")
-    return HistoryRecord.from_json(doc, path)
+    doc = read_json_object(store, path, RECORD_LIMIT, "commit history record")
+    return None if doc is None else HistoryRecord.from_json(doc, path)
 
 
 def delete_record(store: ManagedStore, dest: str, job_id: str) -> None:

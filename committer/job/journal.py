@@ -175,21 +175,30 @@ def journal_path(layout: JobLayout) -> str:
     return join(layout.attempt_dir, JOURNAL_NAME)
 
 
-def load_journal(store: ManagedStore, layout: JobLayout) -> Journal | None:
-    """The job attempt's journal, or ``None`` if no commit of it ever started."""
-    path = journal_path(layout)
+def read_json_object(
+    store: ManagedStore, path: str, limit: int, what: str
+) -> dict[str, Any] | None:
+    """The JSON object at ``path``, ``None`` if there is no file; ``FormatError`` naming the
+    file (as ``what``) if it is not a JSON object. The committer's own records are only ever
+    replaced whole, so an unreadable one is damage, not a torn write."""
     try:
-        data = store.read_bytes(path, limit=512 * 1024 * 1024)
+        data = store.read_bytes(path, limit=limit)
     except PathNotFoundError:
         return None
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as e:
-        # The journal is only ever replaced whole, so this is damage, not a torn write.
-        raise FormatError(path, "", f"commit journal is not JSON: {e}") from None
+        raise FormatError(path, "", f"{what} is not JSON: {e}") from None
     if not isinstance(doc, dict):
-        raise FormatError(path, "", "commit journal is not a JSON object")
-    return Journal.from_json(doc, path)
+        raise FormatError(path, "", f"{what} is not a JSON object")
+    return doc
+
+
+def load_journal(store: ManagedStore, layout: JobLayout) -> Journal | None:
+    """The job attempt's journal, or ``None`` if no commit of it ever started."""
+    path = journal_path(layout)
+    doc = read_json_object(store, path, 512 * 1024 * 1024, "commit journal")
+    return None if doc is None else Journal.from_json(doc, path)
 
 
 def save_journal(store: ManagedStore, layout: JobLayout, journal: Journal) -> None:
