@@ -6,6 +6,8 @@ Kinds:
   rename its files and remove its emptied tree (``os.rmdir`` bottom-up, no listing), finally the
   ``tasks`` directory. ``threads`` 0 is serial on the calling thread; ``threads`` N starts N
   threads, each taking its own contiguous share of the tasks (no per-file scheduling).
+  ``relative``: the same calls relative to the task attempt and destination directories,
+  opened once per task (``src_dir_fd`` / ``dir_fd``).
 - ``ours``: ``JobCommitter.commit()`` of the whole job: list and load the manifests, check every
   entry, create directories, rename, write ``_SUCCESS``, clean up the job directory.
 - ``hadoop-manifest``: Hadoop's own ``ManifestCommitter.commitJob`` (pyspark's hadoop-client-api
@@ -35,7 +37,7 @@ from benchmarks.common import current_rss_bytes, peak_rss_bytes
 from benchmarks.jobtree import Shape, TaskPaths, iter_tasks, partition_name
 
 
-def _ceiling(shape: Shape, threads: int) -> dict[str, Any]:
+def _ceiling(shape: Shape, threads: int, relative: bool = False) -> dict[str, Any]:
     tasks: list[TaskPaths] = list(iter_tasks(shape))
     dest = shape.layout.dest
     dest_dirs = [f"{dest}/{partition_name(k)}"
@@ -60,6 +62,32 @@ def _ceiling(shape: Shape, threads: int) -> dict[str, Any]:
         split[0] += in_rename
         split[1] += in_rmdir
 
+    def work_relative(share: list[TaskPaths]) -> None:
+        # the same calls relative to open directories: the attempt directory and the destination
+        # (what the engine's local loop does), so the kernel walks two components per path
+        dest_fd = os.open(dest, os.O_PATH | os.O_DIRECTORY)
+        cut_d = len(dest) + 1
+        in_rename = in_rmdir = 0.0
+        for tp in share:
+            t0 = clock()
+            fd = os.open(tp.attempt_dir, os.O_PATH | os.O_DIRECTORY)
+            cut = len(tp.attempt_dir) + 1
+            for src, dst in tp.renames:
+                rename(src[cut:], dst[cut_d:], src_dir_fd=fd, dst_dir_fd=dest_fd)
+            t1 = clock()
+            for d in tp.dirs:
+                rmdir(d[cut:], dir_fd=fd)
+            os.close(fd)
+            rmdir(tp.attempt_dir)
+            in_rename += t1 - t0
+            in_rmdir += clock() - t1
+        os.close(dest_fd)
+        split[0] += in_rename
+        split[1] += in_rmdir
+
+    if relative:
+        work = work_relative
+
     gc.collect()
     base = current_rss_bytes()
     t0 = time.perf_counter()
@@ -78,7 +106,7 @@ def _ceiling(shape: Shape, threads: int) -> dict[str, Any]:
     os.rmdir(shape.layout.tasks_dir)
     elapsed = time.perf_counter() - t0
     return {"elapsed": elapsed, "base_rss": base, "rename_seconds": split[0],
-            "rmdir_seconds": split[1], "threads": threads}
+            "rmdir_seconds": split[1], "threads": threads, "relative": relative}
 
 
 def _ours(shape: Shape, params: dict[str, Any]) -> dict[str, Any]:
@@ -228,7 +256,7 @@ def main(argv: list[str]) -> int:
     kind, params = argv[0], json.loads(argv[1])
     shape = Shape.from_json(params["shape"])
     if kind == "ceiling":
-        out = _ceiling(shape, int(params.get("threads", 0)))
+        out = _ceiling(shape, int(params.get("threads", 0)), bool(params.get("relative")))
     elif kind == "ours":
         out = _ours(shape, params)
         out["baseline"] = bool(params.get("baseline"))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
+from concurrent.futures import FIRST_COMPLETED, FIRST_EXCEPTION, Executor, Future, wait
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -51,6 +51,69 @@ def run_parallel(
                 on_result(item, fut.result())
     if failure is not None:
         raise failure
+
+
+def run_pulled(
+    executor: Executor,
+    items: Iterable[T],
+    work: Callable[[T], R],
+    *,
+    workers: int,
+    on_result: Callable[[T, R], None] | None = None,
+    report_every: float = 0.2,
+) -> None:
+    """Like :func:`run_parallel`, for many items of similar, small cost (a chunk of renames on
+    local disk): ``workers`` long-lived tasks each pull the next item from the shared iterator
+    and loop, as threads given their own share would. No future per item and no hand-off
+    through the calling thread per item: measured on the rename stage, that per-item traffic
+    (and the calling thread waking to take the GIL for each) cost a tenth of its throughput.
+    ``on_result`` still runs on the calling thread, for the items finished since its last
+    wake (every ``report_every`` seconds). The first failure stops further pulls and is
+    re-raised once every worker has stopped."""
+    it = iter(items)
+    pull_lock = threading.Lock()
+    done_lock = threading.Lock()
+    finished: list[tuple[T, R]] = []
+    errors: list[BaseException] = []  # in the order they happened
+    failed = threading.Event()
+
+    def worker() -> None:
+        while not failed.is_set():
+            with pull_lock:
+                try:
+                    item = next(it)
+                except StopIteration:
+                    return
+            try:
+                result = work(item)
+            except BaseException as e:
+                with done_lock:
+                    errors.append(e)
+                failed.set()
+                return
+            if on_result is not None:
+                with done_lock:
+                    finished.append((item, result))
+
+    def report() -> None:
+        if on_result is None or failed.is_set():
+            return
+        with done_lock:
+            batch = finished[:]
+            finished.clear()
+        for item, result in batch:
+            on_result(item, result)
+
+    futures = [executor.submit(worker) for _ in range(max(1, workers))]
+    pending = set(futures)
+    while pending:
+        _, pending = wait(pending, timeout=report_every, return_when=FIRST_EXCEPTION)
+        report()
+    report()
+    for fut in futures:
+        fut.result()  # a worker's own failure outside ``work`` (none expected)
+    if errors:
+        raise errors[0]
 
 
 class Counter:

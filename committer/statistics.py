@@ -85,6 +85,21 @@ class Tally:
             d = self.durations[key] = _Duration()
         d.add(seconds * 1000.0)
 
+    def timed_many(self, name: str, count: int, seconds: float) -> None:
+        """``count`` operations timed together (a tight loop too fast to time each one):
+        each counts as a sample of the mean, so min and max are those of the batch means."""
+        if count <= 0:
+            return
+        self.counters[name] = self.counters.get(name, 0) + count
+        d = self.durations.get(name)
+        if d is None:
+            d = self.durations[name] = _Duration()
+        ms = seconds * 1000.0
+        d.samples += count
+        d.total_ms += ms
+        d.min_ms = min(d.min_ms, ms / count)
+        d.max_ms = max(d.max_ms, ms / count)
+
 
 class IOStatistics:
     """Thread-safe statistics shared by every stage of one commit."""

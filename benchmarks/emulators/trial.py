@@ -3,6 +3,11 @@
 A fresh process per trial makes its peak RSS its own and keeps the parent's set-up garbage out
 of the timing. Prints one JSON object: seconds, files moved, the client's CPU seconds and its
 peak and starting RSS.
+
+The peak is ``VmHWM`` from ``/proc/self/status``, not ``ru_maxrss``: Linux carries
+``ru_maxrss`` over ``execve`` from the forked copy of the parent, so a trial started by a
+harness holding 150 MiB reported 150 MiB whatever it did itself (the figures of this suite
+before this fix were the harness's size, growing with the prepared job).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import current_rss_bytes, peak_rss_bytes
+from benchmarks.common import current_rss_bytes
 from benchmarks.emulators.modes import RUNNERS
 
 
@@ -42,6 +47,15 @@ def _warm_imports(kind: str) -> None:
         import committer.store.gcs  # noqa: F401
 
 
+def peak_rss_bytes() -> int:
+    """This process's own peak resident set size (``VmHWM``; see the module doc)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
 def main(argv: list[str]) -> int:
     params: dict[str, Any] = json.loads(Path(argv[0]).read_text())
     _warm_imports(params["kind"])
@@ -55,7 +69,8 @@ def main(argv: list[str]) -> int:
     if moved != len(job["pairs"]):
         raise SystemExit(f"{params['mode']} moved {moved} files, expected {len(job['pairs'])}")
     print(json.dumps({"seconds": elapsed, "files": moved, "client_cpu_s": cpu,
-                      "peak_rss": peak_rss_bytes(), "base_rss": base_rss}))
+                      "peak_rss": peak_rss_bytes(), "base_rss": base_rss,
+                      "peak_rss_source": "VmHWM"}))
     return 0
 
 

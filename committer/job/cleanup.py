@@ -40,6 +40,22 @@ def cleanup_job(
                      on_result=lambda _i, _r: notify(progress, STAGE, counter.add(1),
                                                      len(task_dirs)))
         removed = len(task_dirs)
+        if store.prunes_empty_dirs:
+            _delete_manifests(store, layout, config, executor)
     store.delete_tree(layout.job_dir)
     store.remove_dir_if_empty(layout.temporary_dir)
     return removed
+
+
+def _delete_manifests(store: ManagedStore, layout: JobLayout, config: CommitterConfig,
+                      executor: Executor) -> None:
+    """Local disk deletes a tree one file at a time, and with one manifest per task that was
+    most of the cleanup of a large job: the manifests go first, a chunk per worker."""
+    try:
+        paths = [s.path for s in store.list_dir(layout.manifests_dir) if not s.is_dir]
+    except PathNotFoundError:
+        return
+    per = max(1, -(-len(paths) // config.io_threads))
+    chunks = [paths[i : i + per] for i in range(0, len(paths), per)]
+    run_parallel(executor, chunks, lambda chunk: [store.delete_file(p) for p in chunk],
+                 window=2 * config.io_threads)

@@ -72,6 +72,7 @@ class JobCommitter:
     ) -> None:
         self.config = config or CommitterConfig()
         self.layout = JobLayout(dest, job_id, job_attempt, hadoop_naming=bool(hadoop_naming))
+        self._owns_store = store is None
         self.store = store or open_store(self.layout.dest, self.config)
         self.dynamic_partition_overwrite = dynamic_partition_overwrite
         self.progress = progress
@@ -170,6 +171,7 @@ class JobCommitter:
             if plan is not None:
                 plan.renames.close()
             txn.close()
+            self.close()
         save_report(cfg, summary)
         return summary
 
@@ -196,6 +198,13 @@ class JobCommitter:
             LOG.exception("abort of job %s could not remove %s", self.layout.job_id,
                           self.layout.job_dir)
         self.store.stats.timed(st.STAGE_ABORT, time.perf_counter() - t0)
+        self.close()
+
+    def close(self) -> None:
+        """Release the store's connections if this committer opened it (``commit`` and
+        ``abort`` do; the store reopens them if it is used again)."""
+        if self._owns_store:
+            self.store.close()
 
     def move_aside(self, path: str) -> bool:
         """Static overwrite: what Spark's ``FileCommitProtocol.deleteWithJob`` calls instead of
@@ -257,11 +266,11 @@ class JobCommitter:
         target = self.config.diagnostics_manifest_directory
         if not target:
             return
-        out = open_store(target, self.config, stats=self.store.stats)
         base = join(target, self.layout.job_id)
-        for path in plan.manifest_paths:
-            name = path.rstrip("/").rsplit("/", 1)[-1]
-            out.write_bytes(join(base, name), self.store.read_bytes(path))
+        with open_store(target, self.config, stats=self.store.stats) as out:
+            for path in plan.manifest_paths:
+                name = path.rstrip("/").rsplit("/", 1)[-1]
+                out.write_bytes(join(base, name), self.store.read_bytes(path))
 
     def _discard_replayed(self, pool: ThreadPoolExecutor) -> None:
         # The job id committed before; task output set up again under it is a duplicate that

@@ -45,16 +45,30 @@ def _ancestors(path: str, stop: str) -> list[str]:
     return out[::-1]
 
 
+def _in_the_way(path: str) -> PathExistsError:
+    return PathExistsError(
+        f"a file stands where directory {path} must be created (set "
+        f"mapreduce.manifest.committer.delete.target.files=true to replace it)", path
+    )
+
+
+def _clear_ancestor(store: ManagedStore, path: str, delete_files: bool) -> None:
+    """On a flat object store, a file ``path`` above a directory to create: refuse or delete."""
+    status = store.stat_or_none(path)
+    if status is None or status.is_dir:
+        return
+    if not delete_files:
+        raise _in_the_way(path)
+    store.delete_file(path)
+
+
 def _make_directory(store: ManagedStore, path: str, dest: str, delete_files: bool) -> None:
     try:
         store.mkdirs(path)
         return
     except PathExistsError:
         if not delete_files:
-            raise PathExistsError(
-                f"a file stands where directory {path} must be created (set "
-                f"mapreduce.manifest.committer.delete.target.files=true to replace it)", path
-            ) from None
+            raise _in_the_way(path) from None
     for candidate in _ancestors(path, dest):  # find the file in the way, shallowest first
         status = store.stat_or_none(candidate)
         if status is not None and not status.is_dir:
@@ -73,6 +87,15 @@ def create_directories(
     wanted.update(plan.partitions)
     wanted.discard(dest)
     leaves = leaf_directories(wanted)
+    if store.backend.flat_walk:
+        # A flat object store's directories are names: creating "p=1/q=2" sees nothing of an
+        # object "p=1", which would stay beside the new directory (a file and a directory of
+        # one name). A filesystem's mkdirs fails on it; here every ancestor of a leaf is
+        # checked, once, before anything is created.
+        ancestors = sorted({a for leaf in leaves for a in _ancestors(leaf, dest)[:-1]})
+        run_parallel(executor, ancestors,
+                     lambda p: _clear_ancestor(store, p, config.delete_target_files),
+                     window=2 * config.io_threads)
     counter = Counter()
     notify(progress, STAGE, 0, len(leaves))
     run_parallel(

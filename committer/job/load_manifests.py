@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -89,6 +90,15 @@ class _ManifestLoader:
             problems.append(f"{path}: written by task attempt {attempt_id}, but the committed "
                             f"attempt of {task_id} is {self.expected.get(task_id)}")
         if problems:
+            return out
+        fast = self.checker.plain_files(doc.get("files"), attempt_id)
+        dirs = self.checker.plain_directories(doc.get("directories"))
+        if fast is not None and dirs is not None:
+            out.entries = fast
+            out.directories = dirs
+            out.dest_uris = [f["d"] for f in doc["files"][: self.config.success_file_names]]
+            size = sum(e[2] for e in fast)
+            out.summary = TaskSummary(task_id, attempt_id, path, len(fast), size, len(data))
             return out
         check_source, check_dest = self.checker.source, self.checker.destination
         entries = out.entries
@@ -187,16 +197,16 @@ def load_manifests(
             room = config.success_file_names - len(plan.first_files)
             if room > 0:
                 plan.first_files.extend(loaded.dest_uris[:room])
-            for loc, level in loaded.directories.items():
-                plan.directories.setdefault(loc, level)
-            partitions = plan.partitions
-            for entry in loaded.entries:
-                h = hash(entry[1])
-                if h in hashes:
-                    suspects.add(h)
-                else:
-                    hashes.add(h)
-                partitions.add(entry[1].rpartition("/")[0])
+            found = loaded.directories
+            for loc in found.keys() - plan.directories.keys():  # most tasks add none
+                plan.directories[loc] = found[loc]
+            dests = [e[1] for e in loaded.entries]
+            mine = set(map(hash, dests))
+            if len(mine) != len(dests):  # two destinations of this manifest share a hash
+                suspects.update(h for h, n in Counter(map(hash, dests)).items() if n > 1)
+            suspects.update(hashes.intersection(mine))
+            hashes.update(mine)
+            plan.partitions.update([d.rpartition("/")[0] for d in dests])
             plan.renames.add(loaded.summary.task_id, loaded.entries)
         notify(progress, STAGE, done, total)
 

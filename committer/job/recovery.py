@@ -184,16 +184,22 @@ def resume(dest: str, job_id: str | None = None, *, config: CommitterConfig | No
     from committer.job.commit import JobCommitter
 
     config = config or CommitterConfig()
+    owned = store is None
     store = store or open_store(dest, config)
-    found = find_interrupted(store, dest, job_id)
-    if found.journal is None:
-        raise JobConflictError(f"job {found.job_id} never started its commit: there is nothing "
-                               "to resume; roll it back to restore the data moved aside")
-    j = found.journal
-    committer = JobCommitter(dest, j.job_id, job_attempt=j.attempt, config=config,
-                             dynamic_partition_overwrite=j.mode == MODE_DYNAMIC,
-                             progress=progress, store=store, hadoop_naming=j.hadoop_naming)
-    return committer.commit(j.committed_tasks, j.extra_roots)
+    try:
+        found = find_interrupted(store, dest, job_id)
+        if found.journal is None:
+            raise JobConflictError(f"job {found.job_id} never started its commit: there is "
+                                   "nothing to resume; roll it back to restore the data moved "
+                                   "aside")
+        j = found.journal
+        committer = JobCommitter(dest, j.job_id, job_attempt=j.attempt, config=config,
+                                 dynamic_partition_overwrite=j.mode == MODE_DYNAMIC,
+                                 progress=progress, store=store, hadoop_naming=j.hadoop_naming)
+        return committer.commit(j.committed_tasks, j.extra_roots)
+    finally:
+        if owned:
+            store.close()
 
 
 @dataclass
@@ -212,9 +218,14 @@ def rollback(dest: str, job_id: str | None = None, *, config: CommitterConfig | 
              cleanup: bool = True) -> RollbackReport:
     """Undo the interrupted commit under ``dest``: the destination ends as before the job."""
     config = config or CommitterConfig()
+    owned = store is None
     store = store or open_store(dest, config)
-    found = find_interrupted(store, dest, job_id)
-    return rollback_job(store, found.layout, config, progress=progress, cleanup=cleanup)
+    try:
+        found = find_interrupted(store, dest, job_id)
+        return rollback_job(store, found.layout, config, progress=progress, cleanup=cleanup)
+    finally:
+        if owned:
+            store.close()
 
 
 def rollback_job(store: ManagedStore, layout: JobLayout, config: CommitterConfig, *,

@@ -1,8 +1,9 @@
 """Job commit, stage 3: rename every file into place, in parallel, one chunk per worker.
 
-A chunk is up to a thousand renames of one task; each worker loops over its chunk in a tight
-loop (per-file scheduling costs as much as the rename itself on local disk). The first failure
-stops new chunks from starting and is raised once the chunks in flight have finished.
+A chunk is up to a thousand renames of one task; ``io_threads`` workers each pull the next
+chunk and loop over it (per-file scheduling costs as much as the rename itself on local disk,
+and so did a future per chunk: ``parallel.run_pulled``). The first failure stops new chunks
+from starting and is raised once the chunks in flight have finished.
 
 On local disk a worker that has renamed its chunk also removes the task directories the chunk
 emptied (``rmdir``, deepest first; a directory still holding anything stays). Removing the
@@ -21,7 +22,7 @@ from concurrent.futures import Executor
 from committer.config import CommitterConfig
 from committer.errors import PathExistsError
 from committer.job.plan import Chunk, JobPlan, RenameEntry
-from committer.parallel import run_parallel
+from committer.parallel import run_pulled
 from committer.progress import ProgressCallback, notify
 from committer.store.managed import ManagedStore
 
@@ -80,5 +81,5 @@ def rename_files(
         done += n
         notify(progress, STAGE, done, total)
 
-    run_parallel(executor, plan.renames, work, window=2 * config.io_threads, on_result=advance)
+    run_pulled(executor, plan.renames, work, workers=config.io_threads, on_result=advance)
     return done

@@ -77,8 +77,8 @@ def save_report(config: CommitterConfig, summary: SuccessData) -> str | None:
         return None
     path = join(directory, f"summary-{summary.job_id}.json")
     try:
-        report_store = open_store(directory, config)
-        report_store.write_bytes(path, summary.dumps())
+        with open_store(directory, config) as report_store:
+            report_store.write_bytes(path, summary.dumps())
     except Exception:
         LOG.exception("could not save the job summary report to %s", path)
         return None

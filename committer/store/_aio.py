@@ -5,14 +5,23 @@ synchronous backend call hands a coroutine to that loop and waits; a batch hands
 worker pool, so hundreds of requests are in flight on one thread instead of one thread per
 request. Workers pull from the batch in order, so memory is proportional to the concurrency,
 not to the batch size (a 100,000-file commit creates ``limit`` coroutines, not 100,000).
+
+The aiohttp sessions and SDK clients a store opens on that loop are registered with its
+:class:`AsyncResources` and closed exactly once: by ``close()``, or when the store is garbage
+collected, or at interpreter exit, whichever comes first; aiohttp would otherwise print
+"Unclosed client session" / "Unclosed connector" when it finds one still open.
 """
 
 from __future__ import annotations
 
 import asyncio
+import atexit
+import concurrent.futures
+import contextlib
 import io
 import random
 import threading
+import weakref
 from abc import abstractmethod
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
@@ -25,6 +34,10 @@ from committer.store.base import FileStatus, Store
 
 T = TypeVar("T")
 X = TypeVar("X")
+R = TypeVar("R")
+
+#: how long closing a store waits for its loop (a wedged loop must not hang the caller)
+CLOSE_TIMEOUT_S = 10.0
 
 
 def run(loop: asyncio.AbstractEventLoop, fn: Callable[..., Coroutine[Any, Any, T]],
@@ -55,6 +68,100 @@ async def map_bounded(
     workers = max(1, min(limit, len(items)))
     await asyncio.gather(*(worker() for _ in range(workers)))
     return results
+
+
+def flag_option(value: Any, name: str) -> bool | None:
+    """A boolean storage option (or header) given as a bool or as text ("true"/"false", any
+    case; Spark and Hadoop configurations carry text): ``bool("false")`` would be True."""
+    if value is None or isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    from committer.errors import ConfigError
+
+    raise ConfigError(f"{name}: expected true or false, got {value!r}")
+
+
+def _on_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+class AsyncResources:
+    """Sessions and SDK clients (anything with an async ``close()``) one store opened on its
+    event loop; closed in the reverse order of opening, each once.
+
+    ``close()`` waits for the loop (from any other thread); ``close_soon()`` only schedules the
+    close, for finalizers, which may run on any thread, the loop's own included. Resources still
+    open at interpreter exit are closed by an ``atexit`` hook while fsspec's loop thread (a
+    daemon) still runs, before aiohttp's own destructors would warn about them."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._items: list[Any] = []
+        self._lock = threading.Lock()
+
+    def add(self, item: R) -> R:
+        with self._lock:
+            self._items.append(item)
+            _OPEN.add(self)
+        return item
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def _take(self) -> list[Any]:
+        with self._lock:
+            items, self._items = self._items[::-1], []
+            _OPEN.discard(self)
+        return items
+
+    async def aclose(self) -> None:
+        for item in self._take():
+            # closing is best effort: a client whose connection broke must not keep the rest
+            # of the resources open
+            with contextlib.suppress(Exception):
+                await item.close()
+
+    def close_soon(self) -> None:
+        """Schedule the close on the loop without waiting (for finalizers)."""
+        if not self._items:
+            return
+        loop = self._loop
+        if loop.is_closed() or not loop.is_running():
+            self._take()  # nothing can close them any more; forget them
+            return
+        future = asyncio.run_coroutine_threadsafe(self.aclose(), loop)
+        _PENDING.add(future)
+        future.add_done_callback(_PENDING.discard)
+
+    def close(self, timeout: float = CLOSE_TIMEOUT_S) -> None:
+        """Close everything now and wait (bounded) for it to be done."""
+        if not self._items:
+            return
+        if _on_loop_thread(self._loop) or not self._loop.is_running():
+            self.close_soon()
+            return
+        future = asyncio.run_coroutine_threadsafe(self.aclose(), self._loop)
+        with contextlib.suppress(concurrent.futures.TimeoutError, RuntimeError):
+            future.result(timeout)
+
+
+_OPEN: set[AsyncResources] = set()  # resources with something open, for the exit hook
+_PENDING: set[concurrent.futures.Future[None]] = set()  # closes scheduled by finalizers
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    for resources in list(_OPEN):
+        resources.close_soon()
+    # one bounded wait for all of them: a wedged loop must not hold up the exit for long
+    concurrent.futures.wait(list(_PENDING), timeout=CLOSE_TIMEOUT_S)
 
 
 @dataclass
@@ -138,6 +245,19 @@ class AsyncStore(Store):
 
     native_batches = True
     _loop: asyncio.AbstractEventLoop
+    _resources: AsyncResources
+
+    def _init_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Bind the store to ``loop``; its resources are closed when it is collected."""
+        self._loop = loop
+        self._resources = AsyncResources(loop)
+        finalizer = weakref.finalize(self, self._resources.close_soon)
+        finalizer.atexit = False  # the module's exit hook closes (and waits) instead
+
+    @property
+    def open_resources(self) -> int:
+        """How many sessions and clients this store holds open (0 after ``close()``)."""
+        return len(self._resources)
 
     @abstractmethod
     def _classify(self, error: Exception, path: str) -> StoreError:
@@ -223,3 +343,7 @@ class AsyncStore(Store):
 
     def delete_tree(self, path: str) -> bool:
         return self._do(path, self._delete_tree, path)
+
+    def close(self) -> None:
+        """Close the sessions and clients this store opened (it opens new ones if used again)."""
+        self._resources.close()

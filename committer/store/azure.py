@@ -29,11 +29,11 @@ import binascii
 import contextlib
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from committer.errors import PathExistsError, PathNotFoundError, StoreError, TransientStoreError
 from committer.store import register_backend
-from committer.store._aio import AsyncStore, HttpFaults, map_bounded, run
+from committer.store._aio import AsyncStore, HttpFaults, flag_option, map_bounded
 from committer.store.base import FileStatus, Store
 from committer.store.credentials import CONCURRENCY_OPTION, register_options, scrub
 
@@ -49,6 +49,8 @@ _TRANSIENT_CODES = frozenset({"ServerBusy", "OperationTimedOut", "InternalError"
                               "IngressOverAccountLimit", "EgressOverAccountLimit",
                               "TpsOverAccountLimit"})
 _TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+_DETECT_ATTEMPTS = 3  # Get Account Information, when it fails transiently
+_DETECT_RETRY_DELAY_S = 0.2
 
 
 class _InjectedHttpError(Exception):
@@ -58,6 +60,12 @@ class _InjectedHttpError(Exception):
         self.status_code = status
         self.error_code = code
         super().__init__(f"injected HTTP {status} ({code})")
+
+
+def _error_code(e: BaseException) -> str:
+    """The service's error code of an SDK exception (``x-ms-error-code``), as text."""
+    code = getattr(e, "error_code", None)
+    return str(getattr(code, "value", code) or "")
 
 
 def classify_azure(e: BaseException, path: str) -> StoreError:
@@ -100,6 +108,24 @@ def _md5_hex(raw: Any) -> str | None:
     return "md5:" + bytes(raw).hex()
 
 
+def _datalake_credential(credential: Any) -> Any:
+    """The Blob client's credential in a form the Data Lake client accepts.
+
+    adlfs's ``BlobServiceClient`` holds an account key as the *blob* package's
+    ``SharedKeyCredentialPolicy``; the Data Lake package has its own copy of that class and
+    refuses the other (``TypeError: Unsupported credential``), so every Data Lake request on a
+    key-authenticated namespace account failed. The key is handed over as the
+    ``AzureNamedKeyCredential`` both packages take. Tokens and SAS (``None``: the SAS is in
+    the URL) pass unchanged."""
+    name = getattr(credential, "account_name", None)
+    key = getattr(credential, "account_key", None)
+    if name and key and not hasattr(credential, "get_token"):
+        from azure.core.credentials import AzureNamedKeyCredential
+
+        return AzureNamedKeyCredential(str(name), str(key))
+    return credential
+
+
 def _is_folder(metadata: Mapping[str, str] | None) -> bool:
     return bool(metadata) and str((metadata or {}).get(_FOLDER_META, "")).lower() == "true"
 
@@ -117,6 +143,7 @@ class AzureStore(AsyncStore):
         concurrency: int = DEFAULT_CONCURRENCY,
         hierarchical: bool | None = None,
         faults: HttpFaults | None = None,
+        dfs_url: str | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -127,61 +154,137 @@ class AzureStore(AsyncStore):
         # bound to the filesystem's loop on first use (asyncio primitives bind lazily)
         self._in_flight = asyncio.Semaphore(concurrency)
         self.faults = faults
-        self._loop: asyncio.AbstractEventLoop = fs.loop
+        self._init_loop(fs.loop)
         self._netlocs: dict[str, str] = {}
         self._client: Any = None
         self._dfs_client: Any = None
         self._session: Any = None
+        self._dfs_url = dfs_url
         self._containers_known: set[str] = set()
-        self.hierarchical = (
-            hierarchical if hierarchical is not None else run(self._loop, self._detect_hns)
-        )
-        # A Data Lake rename keeps the etag; a copy+delete gives the destination a new one.
-        self.rename_keeps_etag = self.hierarchical
-        self.flat_walk = not self.hierarchical
+        # None: not known yet; asked of the account on first need (``_namespace``), so that
+        # opening a store sends nothing and a failure to ask is the first operation's failure,
+        # retried and counted by the managed store like any other
+        self._hierarchical: bool | None = hierarchical
+        self._namespace_lock = asyncio.Lock()  # one question at a time
+        #: how ``hierarchical`` was decided: "option" (given), "account" (the account said),
+        #: "refused" (the credential may not read account information: flat assumed),
+        #: "unknown" (not asked yet)
+        self.namespace_source = "option" if hierarchical is not None else "unknown"
+
+    @property
+    def hierarchical(self) -> bool:
+        """Whether the account has a hierarchical namespace (asked of it the first time)."""
+        if self._hierarchical is None:
+            return self._do("account information", self._namespace)
+        return self._hierarchical
+
+    # A Data Lake rename keeps the etag; a copy+delete gives the destination a new one. Both
+    # follow the namespace, so they are read-only here.
+    @property
+    def rename_keeps_etag(self) -> bool:
+        return self.hierarchical
+
+    @rename_keeps_etag.setter
+    def rename_keeps_etag(self, value: bool) -> None:
+        raise AttributeError("rename_keeps_etag follows the account's namespace")
+
+    @property
+    def flat_walk(self) -> bool:
+        return not self.hierarchical
+
+    @flat_walk.setter
+    def flat_walk(self, value: bool) -> None:
+        raise AttributeError("flat_walk follows the account's namespace")
+
+    async def _namespace(self) -> bool:
+        """``hierarchical`` from inside the loop: asks the account once, on first need."""
+        if self._hierarchical is None:
+            async with self._namespace_lock:
+                if self._hierarchical is None:
+                    self._hierarchical = await self._detect_hns()
+        return self._hierarchical
 
     # -- plumbing ------------------------------------------------------------------------------
 
+    async def _http_session(self) -> Any:
+        """The store's aiohttp session, shared by its Blob and Data Lake clients, with a
+        connection pool as large as the concurrency (aiohttp's default of 100 would cap the
+        requests in flight)."""
+        if self._session is None:
+            import aiohttp
+
+            self._session = self._resources.add(aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=self.concurrency + 8)))
+        return self._session
+
     async def _blob_service(self) -> Any:
         """Our own client for the account of adlfs's: same URL and credential, but no SDK
-        retries (the managed store retries and counts) and a connection pool as large as the
-        concurrency (aiohttp's default of 100 would cap the requests in flight)."""
+        retries (the managed store retries and counts) and the store's own session."""
         if self._client is None:
-            import aiohttp
             from azure.core.pipeline.transport import AioHttpTransport
             from azure.storage.blob.aio import BlobServiceClient
 
             base = self.fs.service_client
-            self._session = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self.concurrency + 8)
-            )
-            transport = AioHttpTransport(session=self._session, session_owner=False)
-            self._client = BlobServiceClient(
+            transport = AioHttpTransport(session=await self._http_session(), session_owner=False)
+            self._client = self._resources.add(BlobServiceClient(
                 account_url=base.url, credential=base.credential, transport=transport,
                 retry_total=0,
-            )
+            ))
         return self._client
+
+    def dfs_account_url(self) -> str:
+        """The account's Data Lake endpoint: ``dfs_url`` when given (emulators, stubs, private
+        endpoints), else the Blob endpoint with ``.blob.`` turned into ``.dfs.``; a SAS in the
+        Blob endpoint's query is kept."""
+        base_url = str(self.fs.service_client.url)
+        if self._dfs_url is None:
+            return base_url.replace(".blob.", ".dfs.", 1)
+        query = urlsplit(base_url).query
+        if query and "?" not in self._dfs_url:
+            return f"{self._dfs_url.rstrip('/')}?{query}"
+        return self._dfs_url
 
     async def _datalake_service(self) -> Any:
         if self._dfs_client is None:
+            from azure.core.pipeline.transport import AioHttpTransport
             from azure.storage.filedatalake.aio import DataLakeServiceClient
 
-            base = self.fs.service_client
-            url = base.url.replace(".blob.", ".dfs.", 1)
-            self._dfs_client = DataLakeServiceClient(
-                account_url=url, credential=base.credential, retry_total=0
-            )
+            transport = AioHttpTransport(session=await self._http_session(), session_owner=False)
+            self._dfs_client = self._resources.add(DataLakeServiceClient(
+                account_url=self.dfs_account_url(),
+                credential=_datalake_credential(self.fs.service_client.credential),
+                transport=transport, retry_total=0,
+            ))
         return self._dfs_client
 
     async def _detect_hns(self) -> bool:
+        """Whether the account has a hierarchical namespace, from Get Account Information's
+        ``x-ms-is-hns-enabled``.
+
+        A credential that may not read account information (a container-scoped SAS: 403), or
+        an endpoint that does not offer it, gives ``False``: copy + delete is correct on both
+        kinds of account, only slower and not atomic. A transient failure (throttling, a
+        dropped connection) is retried a few times and then raised, as the failure of the
+        operation that needed the answer (the managed store retries it): guessing "flat" then
+        would silently give up the atomic rename on a namespace account."""
         svc = await self._blob_service()
-        try:
-            info = await svc.get_account_information()
-        except Exception:
-            # A SAS scoped to a container may not read account information. Copy+delete is
-            # correct on either kind of account (only slower and non-atomic), so fall back to it.
-            return False
-        return bool(info.get("is_hns_enabled"))
+        delay = _DETECT_RETRY_DELAY_S
+        for attempt in range(1, _DETECT_ATTEMPTS + 1):
+            try:
+                info = await svc.get_account_information()
+            except Exception as e:
+                error = classify_azure(e, "account information")
+                if not isinstance(error, TransientStoreError):
+                    self.namespace_source = "refused"
+                    return False
+                if attempt == _DETECT_ATTEMPTS:
+                    raise error from None
+                await asyncio.sleep(delay)
+                delay *= 2
+                continue
+            self.namespace_source = "account"
+            return flag_option(info.get("is_hns_enabled"), "is_hns_enabled") is True
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _split(self, path: str) -> tuple[str, str]:
         """``abfs://container[@account.host]/key`` -> ``(container, key)``."""
@@ -345,7 +448,7 @@ class AzureStore(AsyncStore):
             return
         svc = await self._blob_service()
         await self._gate("mkdirs")
-        if self.hierarchical:
+        if await self._namespace():
             dls = await self._datalake_service()
             await dls.get_directory_client(container, key).create_directory()
             return
@@ -405,16 +508,25 @@ class AzureStore(AsyncStore):
         if not sk or not dk:
             raise StoreError(f"cannot rename a container: {src} -> {dst}", src)
         await self._gate("rename_file")
-        if self.hierarchical:
+        if await self._namespace():
             dls = await self._datalake_service()
-            fc = dls.get_file_client(sc, sk)
+            # The SDK sends the rename source as ``quote(unquote(path_name))``: a name with a
+            # literal "%XX" (a Hive-escaped partition value, "p=a%3Ab") would be decoded first
+            # and name another path (404 SourcePathNotFound). Handing it the name quoted once
+            # makes that header exactly ``quote(sk)``; this client only sends the rename,
+            # whose request goes to the destination's URL.
+            fc = dls.get_file_client(sc, quote(sk))
             kwargs: dict[str, Any] = {} if replace else {
                 "match_condition": MatchConditions.IfMissing}
             try:
                 await fc.rename_file(f"{dc}/{dk}", **kwargs)
             except ResourceExistsError:
                 raise PathExistsError(f"rename destination exists: {dst}", dst) from None
-            except ResourceNotFoundError:
+            except ResourceNotFoundError as e:
+                if _error_code(e) == "RenameDestinationParentPathNotFound":
+                    # a namespace has real directories: the managed store creates it, retries
+                    raise PathNotFoundError(f"rename destination's directory not found: {dst}",
+                                            dst) from None
                 raise PathNotFoundError(f"rename source not found: {src}", src) from None
             await self._gate_after("rename_file")
             return
@@ -472,7 +584,7 @@ class AzureStore(AsyncStore):
         svc = await self._blob_service()
         if not key:
             raise StoreError(f"refusing to delete a whole container: {path}", path)
-        if self.hierarchical:
+        if await self._namespace():
             dls = await self._datalake_service()
             await self._gate("delete_tree")
             try:
@@ -502,16 +614,8 @@ class AzureStore(AsyncStore):
         return found
 
     def close(self) -> None:
-        async def _close() -> None:
-            if self._client is not None:
-                await self._client.close()
-            if self._dfs_client is not None:
-                await self._dfs_client.close()
-            if self._session is not None:
-                await self._session.close()
-            self._client = self._dfs_client = self._session = None
-
-        run(self._loop, _close)
+        super().close()
+        self._client = self._dfs_client = self._session = None
 
 
 def open_azure(location: str, options: Mapping[str, Any]) -> AzureStore:
@@ -524,7 +628,8 @@ def open_azure(location: str, options: Mapping[str, Any]) -> AzureStore:
     opts = dict(options)
     register_options(opts)
     concurrency = int(opts.pop(CONCURRENCY_OPTION, DEFAULT_CONCURRENCY))
-    hierarchical = opts.pop("committer_hierarchical", None)
+    hierarchical = flag_option(opts.pop("committer_hierarchical", None), "committer_hierarchical")
+    dfs_url = opts.pop("committer_dfs_endpoint", None)
     netloc = urlsplit(location).netloc
     if "@" in netloc and "account_name" not in opts and "connection_string" not in opts:
         opts["account_name"] = netloc.split("@", 1)[1].split(".", 1)[0]
@@ -536,7 +641,7 @@ def open_azure(location: str, options: Mapping[str, Any]) -> AzureStore:
         raise ConfigError(f"cannot connect to Azure storage: {scrub(str(e))}") from None
     scheme, _ = split_scheme(location)
     return AzureStore(fs, scheme or "abfs", concurrency=concurrency,
-                      hierarchical=hierarchical)
+                      hierarchical=hierarchical, dfs_url=str(dfs_url) if dfs_url else None)
 
 
 for _scheme in ("abfs", "abfss", "az"):

@@ -13,7 +13,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Any, BinaryIO
+
+from committer.errors import StoreError
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +90,19 @@ class Store(ABC):
     #: True when ``rename_batch`` runs its renames concurrently (async cloud backends); then the
     #: managed store hands it whole batches instead of looping over ``rename_file``.
     native_batches: bool = False
+
+    def rename_run(self, entries: Sequence[tuple[str, str, Any, Any]],
+                   start: int) -> tuple[int, StoreError | None]:
+        """Rename ``entries[start:]`` (source and destination first in each) in order until one
+        fails: returns the index reached and, if it stopped early, the error of that entry.
+        The managed store loops over whole batches through this, so a backend whose rename is
+        one cheap call (local disk) can do the loop without per-file overhead."""
+        for i in range(start, len(entries)):
+            try:
+                self.rename_file(entries[i][0], entries[i][1])
+            except StoreError as e:
+                return i, e
+        return len(entries), None
 
     def rename_batch(self, pairs: Sequence[tuple[str, str]]) -> list[BaseException | None]:
         """Rename many files; one result per pair, ``None`` for success. Default: one by one."""

@@ -12,7 +12,7 @@ for a minute per operation.
 
 Renames:
 - the objects **move** API (``moveTo``, destination ``ifGenerationMatch=0``): one request,
-  atomic on buckets with a hierarchical namespace;
+  atomic (the API documents the move as one transaction);
 - where the store does not support it (answers 400/501, as fake-gcs-server does; remembered per
   store), **rewrite then delete**: ``rewriteTo`` with ``ifGenerationMatch=0`` (never replaces),
   then ``DELETE`` of the source (pinned with ``ifGenerationMatch`` to the generation read when
@@ -47,7 +47,7 @@ from committer.errors import (
     TransientStoreError,
 )
 from committer.store import register_backend
-from committer.store._aio import AsyncStore, HttpFaults, map_bounded, run
+from committer.store._aio import AsyncStore, HttpFaults, flag_option, map_bounded
 from committer.store.base import FileStatus
 from committer.store.credentials import CONCURRENCY_OPTION, register_options, scrub
 
@@ -129,7 +129,7 @@ class GcsStore(AsyncStore):
         self._probe_lock = asyncio.Lock()
         self.trust_preconditions = trust_preconditions
         self.faults = faults
-        self._loop: asyncio.AbstractEventLoop = fs.loop
+        self._init_loop(fs.loop)
         self._session: Any = None
         self._move_supported: bool | None = None  # None: not yet tried
         self._buckets_known: set[str] = set()
@@ -160,10 +160,10 @@ class GcsStore(AsyncStore):
         if self._session is None:
             import aiohttp
 
-            self._session = aiohttp.ClientSession(
+            self._session = self._resources.add(aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=self.concurrency + 8),
                 timeout=aiohttp.ClientTimeout(total=300, sock_connect=30),
-            )
+            ))
         return self._session
 
     async def _request(
@@ -517,12 +517,8 @@ class GcsStore(AsyncStore):
         return found
 
     def close(self) -> None:
-        async def _close() -> None:
-            if self._session is not None:
-                await self._session.close()
-                self._session = None
-
-        run(self._loop, _close)
+        super().close()
+        self._session = None
 
 
 def _error_message(content: bytes) -> str:
@@ -550,7 +546,8 @@ def open_gcs(location: str, options: Mapping[str, Any]) -> GcsStore:
     opts = dict(options)
     register_options(opts)
     concurrency = int(opts.pop(CONCURRENCY_OPTION, DEFAULT_CONCURRENCY))
-    trust = opts.pop("committer_trust_preconditions", None)
+    trust = flag_option(opts.pop("committer_trust_preconditions", None),
+                        "committer_trust_preconditions")
     if trust is None:
         trust = _is_google_endpoint(opts.get("endpoint_url"))
     try:

@@ -16,8 +16,8 @@ import errno
 import os
 import shutil
 import stat as statmod
-from collections.abc import Iterator
-from typing import BinaryIO
+from collections.abc import Iterator, Sequence
+from typing import Any, BinaryIO
 
 from committer.errors import PathExistsError, PathNotFoundError, StoreError, TransientStoreError
 from committer.store.base import FileStatus, Store
@@ -51,6 +51,28 @@ def local_path(location: str) -> str:
                 rest = rest[len("localhost") :]
         return rest
     return location
+
+
+def _open_common_dir(paths: list[str] | Sequence[str]) -> tuple[int, int] | None:
+    """Open the deepest directory containing every one of ``paths`` (absolute OS paths) and
+    return ``(fd, length of its path with the trailing slash)``, so ``path[length:]`` is each
+    path relative to it; ``None`` if the paths are not all absolute or it cannot be opened."""
+    if not paths:
+        return None
+    lo, hi = min(paths), max(paths)  # the common prefix of all is the common prefix of these
+    n = 0
+    limit = min(len(lo), len(hi))
+    while n < limit and lo[n] == hi[n]:
+        n += 1
+    slash = lo.rfind("/", 0, n)
+    if not lo.startswith("/") or slash < 0:
+        return None
+    root = lo[: slash + 1]
+    try:
+        fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    except (OSError, ValueError):
+        return None
+    return fd, len(root)
 
 
 def file_etag(st: os.stat_result) -> str:
@@ -130,6 +152,8 @@ class LocalStore(Store):
 
     def rename_file(self, src: str, dst: str) -> None:
         s, d = local_path(src), local_path(dst)
+        if "\0" in s or "\0" in d:  # a C string would end there: another file would move
+            raise StoreError(f"rename {s!r} -> {d!r}: path contains a NUL character", s)
         if _renameat2 is not None:
             if _renameat2(_AT_FDCWD, os.fsencode(s), _AT_FDCWD, os.fsencode(d),
                           _RENAME_NOREPLACE) == 0:
@@ -142,6 +166,71 @@ class LocalStore(Store):
         except OSError as e:
             raise self._rename_error(e, s, d) from None
         os.unlink(s)
+
+    def rename_run(self, entries: Sequence[tuple[str, str, Any, Any]],
+                   start: int) -> tuple[int, StoreError | None]:
+        """The job commit's rename loop: one ``renameat2`` per entry and nothing else. The work
+        is one system call per file, so per-file costs show directly as lost throughput: no
+        per-file Python beyond the call, and paths relative to the batch's common source and
+        destination directories, opened once, so the kernel walks two components per path
+        instead of a dozen (on tmpfs a fifth less system time). The first failure stops the
+        loop and is handed back, translated."""
+        fn = _renameat2
+        if fn is None or type(self).rename_file is not LocalStore.rename_file:
+            return super().rename_run(entries, start)  # a subclass's own rename_file counts
+        todo = entries[start:]
+        srcs, dsts = [e[0] for e in todo], [e[1] for e in todo]
+        if "\0" in "".join(srcs) or "\0" in "".join(dsts):
+            return super().rename_run(entries, start)  # rename_file refuses those entries
+        src_root, dst_root = _open_common_dir(srcs), _open_common_dir(dsts)
+        if src_root is None or dst_root is None:
+            for root in (src_root, dst_root):
+                if root is not None:
+                    os.close(root[0])
+            return super().rename_run(entries, start)
+        (sfd, cut_s), (dfd, cut_d) = src_root, dst_root
+        encode, noreplace = os.fsencode, _RENAME_NOREPLACE
+        i = 0
+        try:
+            for i, (src, dst) in enumerate(zip(srcs, dsts, strict=True)):
+                if fn(sfd, encode(src[cut_s:]), dfd, encode(dst[cut_d:]), noreplace) == 0:
+                    continue
+                err = ctypes.get_errno()
+                if err not in (errno.EINVAL, errno.ENOSYS):
+                    return start + i, self._rename_error(OSError(err, os.strerror(err)), src,
+                                                         dst)
+                self.rename_file(src, dst)  # the filesystem lacks the flag
+        except StoreError as e:
+            return start + i, e
+        finally:
+            os.close(sfd)
+            os.close(dfd)
+        return len(entries), None
+
+    def rmdir_run(self, paths: Sequence[str]) -> int:
+        """``rmdir`` each path in order (children first), skipping any that is missing, not
+        empty or not removable; returns how many were removed. Relative to the paths' common
+        directory, opened once, like :meth:`rename_run`."""
+        if not paths:
+            return 0
+        root = _open_common_dir(paths)
+        fd: int | None = None
+        cut = 0
+        if root is not None:
+            fd, cut = root
+        rmdir = os.rmdir
+        removed = 0
+        try:
+            for path in paths:
+                try:
+                    rmdir(path[cut:], dir_fd=fd)
+                except (OSError, ValueError):
+                    continue
+                removed += 1
+        finally:
+            if fd is not None:
+                os.close(fd)
+        return removed
 
     def _rename_error(self, e: OSError, s: str, d: str) -> StoreError:
         if e.errno == errno.EEXIST:
@@ -192,16 +281,6 @@ class LocalStore(Store):
             if e.errno in (errno.ENOTEMPTY, errno.EEXIST):
                 return False
             raise translate(e, p) from None
-        return True
-
-    def rmdir_if_empty(self, path: str) -> bool:
-        """Remove ``path`` if it is an empty directory; ``False`` (never an error) if it is
-        missing, not empty, not a directory, or cannot be removed. One ``rmdir`` call: the job
-        commit prunes emptied task trees with it while the renames run."""
-        try:
-            os.rmdir(local_path(path))
-        except OSError:
-            return False
         return True
 
     def read_bytes(self, path: str, limit: int | None = None) -> bytes:

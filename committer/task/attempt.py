@@ -50,6 +50,7 @@ class TaskAttemptCommitter:
         self.layout = JobLayout(dest, job_id, job_attempt)
         self.task_id = check_id("task id", task_id)
         self.task_attempt_id = check_id("task attempt id", task_attempt_id)
+        self._owns_store = store is None
         self.store = store or open_store(self.layout.dest, self.config)
         self.working_dir = self.layout.task_attempt_dir(task_attempt_id)
 
@@ -69,6 +70,12 @@ class TaskAttemptCommitter:
 
     def commit(self) -> TaskManifest:
         """Scan the working directory into a manifest and make it the task's committed one."""
+        try:
+            return self._commit()
+        finally:
+            self.close()
+
+    def _commit(self) -> TaskManifest:
         t0 = time.perf_counter()
         if not self.store.exists(job_marker_path(self.layout)):
             # The job was committed or aborted (its directory is gone), or never set up: a late
@@ -100,6 +107,15 @@ class TaskAttemptCommitter:
     def abort(self) -> None:
         """Delete the attempt's working directory and any manifest it was part-way saving."""
         t0 = time.perf_counter()
-        self.store.delete_tree(self.working_dir)
-        self.store.delete_file(self.layout.temp_manifest_path(self.task_attempt_id))
+        try:
+            self.store.delete_tree(self.working_dir)
+            self.store.delete_file(self.layout.temp_manifest_path(self.task_attempt_id))
+        finally:
+            self.close()
         self.store.stats.timed(st.TASK_STAGE_ABORT, time.perf_counter() - t0)
+
+    def close(self) -> None:
+        """Release the store's connections if this committer opened it (``commit`` and
+        ``abort`` do; the store reopens them if it is used again)."""
+        if self._owns_store:
+            self.store.close()

@@ -19,15 +19,19 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -171,6 +175,31 @@ def _wait_ready(emu: RunningEmulator, probe_url: str, marker: str | None) -> Non
     raise EmulatorError(f"{emu.kind} not ready after {READY_TIMEOUT_S:.0f}s:\n{emu.log_tail()}")
 
 
+def _load_libc() -> ctypes.CDLL | None:
+    try:
+        return ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+    except OSError:
+        return None
+
+
+_LIBC = _load_libc()  # loaded here: the child between fork and exec must not load libraries
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent_hook() -> Callable[[], None] | None:
+    """On Linux, make the emulator get SIGTERM when the process that started it dies, even by
+    SIGKILL (when ``atexit`` never runs). Only from the main thread: the signal follows the
+    death of the *thread* that forked, and a worker thread may end long before the process."""
+    libc = _LIBC
+    if libc is None or threading.current_thread() is not threading.main_thread():
+        return None
+
+    def hook() -> None:
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+    return hook
+
+
 def _spawn(kind: str, argv: list[str]) -> tuple[subprocess.Popen[bytes], Path,
                                                  tempfile.TemporaryDirectory[str]]:
     workdir = tempfile.TemporaryDirectory(prefix=f"{kind}-")
@@ -179,6 +208,8 @@ def _spawn(kind: str, argv: list[str]) -> tuple[subprocess.Popen[bytes], Path,
         proc = subprocess.Popen(
             argv, cwd=workdir.name, stdout=log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
+            # only a prctl call between fork and exec, libc loaded beforehand
+            preexec_fn=_die_with_parent_hook(),  # noqa: PLW1509
         )
     # Backstop for a test run killed between start and the context manager's exit.
     atexit.register(stop_process, proc)

@@ -1,16 +1,33 @@
-"""Helpers for the core suites: build task output through the public API, snapshot trees."""
+"""Helpers for the core suites: build task output through the public API, snapshot trees.
+
+The store-generic tests of the core (task commit, job commit, the protocol properties) take a
+``store_target`` fixture: a :class:`StoreTarget`, the store under test plus the test's own view
+of it. In ``tests/committer`` that is local disk (:class:`LocalTarget`); the very same test
+functions run on Azurite, fake-gcs-server, the ADLS Gen2 stub (hierarchical namespace) and
+fake-gcs-server behind the moveTo proxy, from ``tests/store/test_core_on_emulators.py``,
+whose ``store_target`` is an ``tests.store.targets.EmulatorTarget``.
+"""
 
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hypothesis import HealthCheck, settings
+
 from committer import CommitterConfig, JobCommitter, TaskAttemptCommitter, task_ids
-from committer.store import ManagedStore
+from committer.errors import PathNotFoundError
+from committer.store import ManagedStore, open_store
+from committer.store.base import Store
+from committer.store.local import LocalStore
 
 JOB_ID = "job_20260101_0001"
+#: the destination's name: it needs URI escaping (HADOOP-17112), on every store
+DEST_NAME = "dest dir ü #%"
 
 
 def fast_config(**changes: Any) -> CommitterConfig:
@@ -36,23 +53,204 @@ def tree(root: Path) -> dict[str, bytes | None]:
     return out
 
 
+def is_hidden(rel: str) -> bool:
+    """True for paths a reader of the table does not see: a ``_``/``.`` path segment."""
+    return any(part.startswith(("_", ".")) for part in rel.split("/"))
+
+
+def visible_of(snapshot: Mapping[str, bytes | None]) -> dict[str, bytes]:
+    """The data files of a :func:`tree`-shaped snapshot, as a reader of the table sees them."""
+    return {rel: data for rel, data in snapshot.items()
+            if data is not None and not is_hidden(rel)}
+
+
 def visible_files(root: Path) -> dict[str, bytes]:
     """Data files as a reader of the table sees them: no ``_``/``.`` hidden path segments."""
-    out: dict[str, bytes] = {}
-    for rel, data in tree(root).items():
-        if data is None:
-            continue
-        if any(part.startswith(("_", ".")) for part in rel.split("/")):
-            continue
-        out[rel] = data
-    return out
+    return visible_of(tree(root))
+
+
+class StoreTarget:
+    """A store the core suites run against, and the test's own access to it.
+
+    The committers under test reach the store through :meth:`managed` (or a
+    ``FaultInjectingStore`` around :meth:`backend`); the test itself writes task output, reads
+    results and checks existence through the methods below, which never see injected faults
+    (the application's writer and the table's reader are not the committer).
+
+    This base class is the generic implementation for any backend (the emulators use it);
+    :class:`LocalTarget` keeps the local suites' direct filesystem calls.
+    """
+
+    #: "local", "azurite", "gcs", "adls-hns" or "gcs-move"
+    kind = "store"
+
+    # -- places ------------------------------------------------------------------------------------
+
+    def new_root(self) -> str:
+        """A fresh, empty location no other test or example uses."""
+        raise NotImplementedError
+
+    def new_dest(self, name: str = DEST_NAME) -> str:
+        """A fresh destination directory (created) whose name needs URI escaping."""
+        dest = f"{self.new_root()}/{name}"
+        self.mkdirs(dest)
+        return dest
+
+    def discard(self, root: str) -> None:
+        """Reclaim a root from :meth:`new_root` (best effort)."""
+
+    # -- the store under test ------------------------------------------------------------------
+
+    def backend(self) -> Store:
+        """The backend the committers' stores wrap."""
+        raise NotImplementedError
+
+    def config(self, **changes: Any) -> CommitterConfig:
+        return fast_config(**changes)
+
+    def managed(self, location: str, config: CommitterConfig | None = None) -> ManagedStore:
+        return open_store(location, config or self.config(), backend=self.backend())
+
+    def new_job(self, dest: str, *, job_id: str = JOB_ID, config: CommitterConfig | None = None,
+                store: ManagedStore | None = None, **kwargs: Any) -> JobCommitter:
+        config = config or self.config()
+        job = JobCommitter(dest, job_id, config=config,
+                           store=store or self.managed(dest, config), **kwargs)
+        job.setup()
+        return job
+
+    def task_attempt(self, dest: str, task: int, attempt: int, files: Mapping[str, bytes], *,
+                     job_id: str = JOB_ID, config: CommitterConfig | None = None,
+                     store: ManagedStore | None = None) -> TaskAttemptCommitter:
+        """A task attempt that has set up and written ``files`` (not yet committed)."""
+        config = config or self.config()
+        task_id, attempt_id = task_ids(job_id, task, attempt)
+        ta = TaskAttemptCommitter(dest, job_id, task_id, attempt_id, config=config,
+                                  store=store or self.managed(dest, config))
+        ta.setup()
+        self.write_output(ta, files)
+        return ta
+
+    # -- the test's own access (no faults) -----------------------------------------------------
+
+    def write_output(self, ta: TaskAttemptCommitter, files: Mapping[str, bytes]) -> None:
+        for rel, data in files.items():
+            self.write(ta.output_path(rel), data)
+
+    def write(self, location: str, data: bytes) -> None:
+        self.backend().write_bytes(location, data)
+
+    def read(self, location: str) -> bytes:
+        return self.backend().read_bytes(location)
+
+    def mkdirs(self, location: str) -> None:
+        self.backend().mkdirs(location)
+
+    def exists(self, location: str) -> bool:
+        return self.backend().exists(location)
+
+    def is_dir(self, location: str) -> bool:
+        try:
+            return self.backend().stat(location).is_dir
+        except PathNotFoundError:
+            return False
+
+    def delete_tree(self, location: str) -> None:
+        self.backend().delete_tree(location)
+
+    def tree(self, root: str) -> dict[str, bytes | None]:
+        """Like :func:`tree`: every file (bytes) and directory (``None``, key ending in "/")
+        below ``root``, by relative path; ``{}`` when ``root`` is absent.
+
+        Files come from the store's whole-prefix listing (on an object store, every object
+        there is, even one a directory of the same name would shadow in a directory listing);
+        directories from a walk of directory listings."""
+        store = self.backend()
+        root = root.rstrip("/")
+        out: dict[str, bytes | None] = {}
+        pending = [root]
+        while pending:
+            here = pending.pop()
+            try:
+                children = store.list_dir(here)
+            except PathNotFoundError:
+                continue
+            for status in children:
+                if status.is_dir:
+                    out[status.path[len(root) + 1:] + "/"] = None
+                    pending.append(status.path)
+        for status in store.walk_files(root):
+            out[status.path[len(root) + 1:]] = store.read_bytes(status.path)
+        return out
+
+    def visible_files(self, root: str) -> dict[str, bytes]:
+        return visible_of(self.tree(root))
+
+    # -- property tests ------------------------------------------------------------------------
+
+    def settings(self, max_examples: int, *, emulator_examples: int) -> settings:
+        """Hypothesis settings for a property test: ``max_examples`` random examples on local
+        disk; an emulator runs ``emulator_examples`` (``EmulatorTarget.settings``)."""
+        return settings(max_examples=max_examples, deadline=None,
+                        suppress_health_check=[HealthCheck.too_slow])
+
+    def close(self) -> None:
+        """Release what the target opened (connections)."""
+
+
+class LocalTarget(StoreTarget):
+    """Local disk under ``base``, read and written with plain filesystem calls."""
+
+    kind = "local"
+
+    def __init__(self, base: Path | None = None) -> None:
+        self.base = base  # None: the system's temporary directory
+
+    def new_root(self) -> str:
+        return tempfile.mkdtemp(prefix="root-", dir=self.base)
+
+    def discard(self, root: str) -> None:
+        shutil.rmtree(root, ignore_errors=True)
+
+    def backend(self) -> Store:
+        return LocalStore()
+
+    def managed(self, location: str, config: CommitterConfig | None = None) -> ManagedStore:
+        return open_store(location, config or self.config())
+
+    def write(self, location: str, data: bytes) -> None:
+        path = Path(location)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+    def read(self, location: str) -> bytes:
+        return Path(location).read_bytes()
+
+    def mkdirs(self, location: str) -> None:
+        Path(location).mkdir(parents=True, exist_ok=True)
+
+    def exists(self, location: str) -> bool:
+        return Path(location).exists()
+
+    def is_dir(self, location: str) -> bool:
+        return Path(location).is_dir()
+
+    def delete_tree(self, location: str) -> None:
+        shutil.rmtree(location)
+
+    def tree(self, root: str) -> dict[str, bytes | None]:
+        return tree(Path(root))
 
 
 def write_files(ta: TaskAttemptCommitter, files: Mapping[str, bytes]) -> None:
-    for rel, data in files.items():
-        path = Path(ta.output_path(rel))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
+    """Write a task's output files on local disk, as the application's writer would."""
+    LOCAL.write_output(ta, files)
+
+
+
+
+#: the local store the module-level helpers below use (temporary roots in the system's default)
+LOCAL = LocalTarget()
 
 
 def task_attempt(
@@ -65,17 +263,11 @@ def task_attempt(
     config: CommitterConfig | None = None,
     store: ManagedStore | None = None,
 ) -> TaskAttemptCommitter:
-    """A task attempt that has set up and written ``files`` (not yet committed)."""
-    task_id, attempt_id = task_ids(job_id, task, attempt)
-    ta = TaskAttemptCommitter(str(dest), job_id, task_id, attempt_id,
-                              config=config or fast_config(), store=store)
-    ta.setup()
-    write_files(ta, files)
-    return ta
+    """A task attempt on local disk that has set up and written ``files`` (not committed)."""
+    return LOCAL.task_attempt(str(dest), task, attempt, files, job_id=job_id, config=config,
+                              store=store)
 
 
 def new_job(dest: Path | str, *, job_id: str = JOB_ID, config: CommitterConfig | None = None,
             store: ManagedStore | None = None, **kwargs: Any) -> JobCommitter:
-    job = JobCommitter(str(dest), job_id, config=config or fast_config(), store=store, **kwargs)
-    job.setup()
-    return job
+    return LOCAL.new_job(str(dest), job_id=job_id, config=config, store=store, **kwargs)

@@ -18,28 +18,30 @@ Properties checked on every history:
   not even when job commit is run again for the same job id.
 A zombie whose late commit replaced the committed attempt's manifest must make job commit
 refuse (``UntrustedManifestError``) with nothing moved; the job can then be aborted cleanly.
+
+The histories run on whatever store the ``store_target`` fixture gives: local disk here, and
+the cloud targets (Azurite, fake-gcs-server, the ADLS Gen2 stub, the GCS moveTo proxy; fewer
+examples, each in fresh buckets) from
+``tests/store/test_core_on_emulators.py``, through the same functions.
 """
 
 from __future__ import annotations
 
 import contextlib
-import shutil
-import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from committer import JobCommitter, TaskAttemptCommitter, task_ids
 from committer.errors import ManifestCommitterError, UntrustedManifestError
 from committer.store import ManagedStore, open_store
 from committer.store.faults import FaultInjectingStore, FaultPlan
-from committer.store.local import LocalStore
 from manifest_schema import SuccessData
-from tests.committer.helpers import JOB_ID, fast_config, visible_files, write_files
+from tests.committer.helpers import JOB_ID, LocalTarget, StoreTarget
 
 PARTITIONS = ("", "p=a b", "p=a b%3Ac", "p=ü #", "year=2026/month=01")
 ACTIONS = ("commit", "commit", "commit", "commit_twice", "abort", "fail", "zombie_late",
@@ -97,30 +99,41 @@ class Outcome:
 
 
 class Driver:
-    """Runs one history in ``root``; the task side serially or in parallel threads."""
+    """Runs one history at ``root`` of ``target``; the task side serially or in parallel
+    threads. The committers' store is the target's backend under a fault injector; the task
+    output is written, and the outcome read, by the test without faults."""
 
-    def __init__(self, history: History, root: Path) -> None:
+    def __init__(self, history: History, target: StoreTarget, root: str) -> None:
         self.history = history
-        self.dest = root / "dest dir ü"
-        self.dest.mkdir(parents=True)
-        self.config = fast_config()
-        plan = FaultPlan(rate=history.fault_rate, after_rate=history.after_rate,
-                         seed=history.seed)
-        self.faults = FaultInjectingStore(LocalStore(), plan)
-        self.store: ManagedStore = open_store(str(self.dest), self.config, backend=self.faults)
+        self.target = target
+        self.dest = f"{root}/dest dir ü"
+        target.mkdirs(self.dest)
+        self.config = target.config()
+        backend = target.backend()
+        if history.fault_rate or history.after_rate:
+            backend = FaultInjectingStore(backend, FaultPlan(
+                rate=history.fault_rate, after_rate=history.after_rate, seed=history.seed))
+        # else the bare backend: the paths production takes, which the wrapper hides (the
+        # managed store sees a plain Store): local disk's directory pruning, the cloud
+        # backends' native rename batches and flat listings
+        self.store: ManagedStore = open_store(self.dest, self.config, backend=backend)
         self.committed: dict[str, str] = {}
         self.manifest_owner: dict[str, str] = {}
 
+    @property
+    def job_dir(self) -> str:
+        return f"{self.dest}/_temporary/manifest_{JOB_ID}"
+
     def attempt(self, task: int, number: int) -> TaskAttemptCommitter:
         task_id, attempt_id = task_ids(JOB_ID, task, number)
-        return TaskAttemptCommitter(str(self.dest), JOB_ID, task_id, attempt_id,
+        return TaskAttemptCommitter(self.dest, JOB_ID, task_id, attempt_id,
                                     config=self.config, store=self.store)
 
     def write(self, task: int, number: int) -> None:
         ta = self.attempt(task, number)
         ta.setup()
         files = self.history.tasks[task][number].files
-        write_files(ta, {rel: content(ta.task_attempt_id, rel) for rel in files})
+        self.target.write_output(ta, {rel: content(ta.task_attempt_id, rel) for rel in files})
 
     def commit_attempt(self, task: int, number: int, *, authorised: bool) -> None:
         ta = self.attempt(task, number)
@@ -141,11 +154,11 @@ class Driver:
             elif attempt.action == "abort":
                 ta = self.attempt(task, number)
                 ta.abort()
-                assert not Path(ta.working_dir).exists(), "task abort left its directory"
+                assert not self.target.exists(ta.working_dir), "task abort left its directory"
 
     def run(self, parallel: bool) -> Outcome:
         h = self.history
-        job = JobCommitter(str(self.dest), JOB_ID, config=self.config, store=self.store)
+        job = JobCommitter(self.dest, JOB_ID, config=self.config, store=self.store)
         job.setup()
         writers = [(t, n) for t, attempts_ in enumerate(h.tasks) for n in range(len(attempts_))
                    if attempts_[n].action != "zombie_after_job"]
@@ -169,17 +182,17 @@ class Driver:
         hijacked = any(self.manifest_owner.get(t) != a for t, a in committed.items())
         if h.abort_job:
             job.abort()
-            return Outcome(visible_files(self.dest), committed, refused=False)
+            return Outcome(self.target.visible_files(self.dest), committed, refused=False)
         try:
             job.commit(committed)
         except UntrustedManifestError as e:
             assert hijacked, f"job commit refused a consistent history: {e}"
-            outcome = Outcome(visible_files(self.dest), committed, refused=True)
+            outcome = Outcome(self.target.visible_files(self.dest), committed, refused=True)
             job.abort()
             return outcome
         assert not hijacked, "job commit accepted a manifest the driver did not commit"
-        outcome = Outcome(visible_files(self.dest), committed, refused=False)
-        success = SuccessData.loads((self.dest / "_SUCCESS").read_bytes())
+        outcome = Outcome(self.target.visible_files(self.dest), committed, refused=False)
+        success = SuccessData.loads(self.target.read(f"{self.dest}/_SUCCESS"))
         assert success.success
         assert success.metrics["committer_files_committed"] == len(outcome.visible)
         # zombies committing after the job was committed
@@ -192,8 +205,8 @@ class Driver:
         # a re-run of job commit for this id (as `manifest-committer commit-job` would do,
         # committing every manifest present) must not pick up the zombies' late manifests
         with contextlib.suppress(ManifestCommitterError):  # refusing is fine; changing isn't
-            JobCommitter(str(self.dest), JOB_ID, config=self.config, store=self.store).commit()
-        outcome.after_zombies = visible_files(self.dest)
+            JobCommitter(self.dest, JOB_ID, config=self.config, store=self.store).commit()
+        outcome.after_zombies = self.target.visible_files(self.dest)
         return outcome
 
     def expected_output(self, committed: dict[str, str]) -> dict[str, bytes]:
@@ -206,21 +219,22 @@ class Driver:
         return out
 
 
-def check_history(history: History) -> None:
-    root = Path(tempfile.mkdtemp(prefix="history-"))
+def check_history(history: History, target: StoreTarget) -> None:
+    """Run ``history`` serially and in parallel, each at a fresh root of ``target``, and check
+    the protocol's properties on both outcomes."""
+    roots = [target.new_root(), target.new_root()]
     try:
-        serial_driver = Driver(history, root / "serial")
+        serial_driver = Driver(history, target, f"{roots[0]}/serial")
         serial = serial_driver.run(parallel=False)
-        parallel_driver = Driver(history, root / "parallel")
+        parallel_driver = Driver(history, target, f"{roots[1]}/parallel")
         parallel = parallel_driver.run(parallel=True)
 
         for driver, outcome in ((serial_driver, serial), (parallel_driver, parallel)):
-            job_dir = driver.dest / "_temporary" / f"manifest_{JOB_ID}"
             if history.abort_job or outcome.refused:
                 # abortable (and a refused commit moved nothing before the abort)
                 assert outcome.visible == {}
-                assert not job_dir.exists()
-                assert not (driver.dest / "_SUCCESS").exists()
+                assert not target.exists(driver.job_dir)
+                assert not target.exists(f"{driver.dest}/_SUCCESS")
                 continue
             expected = driver.expected_output(outcome.committed)
             # complete and exclusive
@@ -232,31 +246,54 @@ def check_history(history: History) -> None:
         assert parallel.refused == serial.refused
         assert parallel.visible == serial.visible
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        for root in roots:
+            target.discard(root)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(histories())
-def test_protocol_properties_hold_on_random_histories(history: History) -> None:
-    check_history(history)
+def check_histories(target: StoreTarget, strategy: st.SearchStrategy[History], *,
+                    max_examples: int, emulator_examples: int) -> None:
+    """:func:`check_history` on histories drawn from ``strategy``: ``max_examples`` random
+    ones on local disk, ``emulator_examples`` on an emulator (see
+    ``StoreTarget.settings``). Hypothesis runs inside the test, so that the ``store_target``
+    fixture chooses the store and with it the settings."""
+
+    @target.settings(max_examples, emulator_examples=emulator_examples)
+    @given(strategy)
+    def check(history: History) -> None:
+        check_history(history, target)
+
+    check()
+
+
+@pytest.fixture
+def store_target(tmp_path: Path) -> LocalTarget:
+    """Local disk (``tests/store/test_core_on_emulators.py`` supplies the emulators)."""
+    return LocalTarget(tmp_path)
+
+
+def test_protocol_properties_hold_on_random_histories(store_target: StoreTarget) -> None:
+    check_histories(store_target, histories(), max_examples=40, emulator_examples=30)
 
 
 @pytest.mark.slow
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(histories(max_tasks=8, max_attempts=4))
-def test_protocol_properties_hold_on_random_histories_at_scale(history: History) -> None:
-    check_history(history)
+def test_protocol_properties_hold_on_random_histories_at_scale(
+    store_target: StoreTarget,
+) -> None:
+    check_histories(store_target, histories(max_tasks=8, max_attempts=4), max_examples=400,
+                    emulator_examples=10)
 
 
-def test_a_known_history_with_every_kind_of_attempt() -> None:
-    """One fixed history with each behaviour, so a regression shows up without shrinking."""
-    files = ("p=a b/part-00000-0.csv", "part-00000-1.csv")
-    history = History(
-        tasks=(
-            (Attempt(files, "fail"), Attempt(files, "commit"), Attempt(files, "zombie_after_job")),
-            (Attempt(("p=ü #/part-00001-0.csv",), "commit"), Attempt((), "abort")),
-            (Attempt(("p=a b%3Ac/part-00002-2.csv",), "commit_twice"),),
-        ),
-        abort_job=False, fault_rate=0.05, after_rate=0.3, seed=7,
-    )
-    check_history(history)
+_FILES = ("p=a b/part-00000-0.csv", "part-00000-1.csv")
+#: one fixed history with each behaviour, so a regression shows up without shrinking
+KNOWN_HISTORY = History(
+    tasks=(
+        (Attempt(_FILES, "fail"), Attempt(_FILES, "commit"), Attempt(_FILES, "zombie_after_job")),
+        (Attempt(("p=ü #/part-00001-0.csv",), "commit"), Attempt((), "abort")),
+        (Attempt(("p=a b%3Ac/part-00002-2.csv",), "commit_twice"),),
+    ),
+    abort_job=False, fault_rate=0.05, after_rate=0.3, seed=7,
+)
+
+
+def test_a_known_history_with_every_kind_of_attempt(store_target: StoreTarget) -> None:
+    check_history(KNOWN_HISTORY, store_target)

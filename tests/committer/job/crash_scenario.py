@@ -18,7 +18,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -120,8 +121,14 @@ class CountingLocalStore(CountingStore, LocalStore):
         self.local = LocalStore()
         super().__init__(self.local, before_op)
 
-    def rmdir_if_empty(self, path: str) -> bool:
-        return self._op(lambda: self.local.rmdir_if_empty(path))
+    # the local store's batch loops call the OS directly; here every call is counted
+    rename_run = Store.rename_run
+
+    def rmdir_run(self, paths: Sequence[str]) -> int:
+        removed = 0
+        for path in paths:
+            removed += self._op(partial(self.local.rmdir_run, [path]))
+        return removed
 
 
 def crash_after(n: int) -> Callable[[int], None]:

@@ -158,6 +158,10 @@ CASES: dict[str, tuple[Mutation, str]] = {
         _set_file("d", lambda c: "file://remotehost" + c.dest_uri[len("file:"):] + "/x.csv"),
         "remote host"),
     "dest relative": (_set_file("d", lambda c: "x.csv"), "not an absolute path"),
+    "dest with a NUL": (_set_file("d", lambda c: c.dest_uri + "/p=1/x\u0000.csv"),
+                        "contains a NUL character"),
+    "source with a NUL": (_set_file("s", lambda c: c.own_dir_uri + "/x\u0000.csv"),
+                          "contains a NUL character"),
     "dest into _temporary": (
         _set_file("d", lambda c: c.dest_uri + "/_temporary/x.csv"), "_temporary"),
     "dest onto _SUCCESS": (_set_file("d", lambda c: c.dest_uri + "/_SUCCESS"), "_SUCCESS"),

@@ -1,4 +1,9 @@
-"""Job commit stages through the public API: options, reports, cleanup, progress, statistics."""
+"""Job commit stages through the public API: options, reports, cleanup, progress, statistics.
+
+Tests taking ``store_target`` are store-generic: here they run on local disk, and
+``tests/store/test_core_on_emulators.py`` runs them on the cloud targets
+(Azurite, fake-gcs-server, the ADLS Gen2 stub, the GCS moveTo proxy).
+"""
 
 from __future__ import annotations
 
@@ -12,17 +17,34 @@ import pytest
 from committer import JobCommitter
 from committer.errors import CommitFailedError, UntrustedManifestError
 from committer.store import open_store
-from committer.store.local import LocalStore
+from committer.store.base import Store
+from committer.store.faults import FaultInjectingStore, FaultPlan
 from manifest_schema import SuccessData, TaskManifest
-from tests.committer.helpers import JOB_ID, fast_config, new_job, task_attempt, tree, visible_files
+from manifest_schema.uris import location_to_uri
+from tests.committer.helpers import (
+    JOB_ID,
+    LOCAL,
+    LocalTarget,
+    StoreTarget,
+    fast_config,
+)
 
 
-def _commit_tasks(dest: Path, tasks: dict[int, dict[str, bytes]], *, job_id: str = JOB_ID,
+@pytest.fixture
+def store_target(tmp_path: Path) -> LocalTarget:
+    """Local disk (``tests/store/test_core_on_emulators.py`` supplies the emulators)."""
+    return LocalTarget(tmp_path)
+
+
+def _commit_tasks(target: StoreTarget, dest: str | Path, tasks: dict[int, dict[str, bytes]], *,
+                  job_id: str = JOB_ID, config: Any = None,
                   **job_kwargs: Any) -> tuple[JobCommitter, dict[str, str]]:
-    job = new_job(dest, job_id=job_id, **job_kwargs)
+    """Set up a job (with ``config``), and commit one attempt of each task (default config)."""
+    job = target.new_job(str(dest), job_id=job_id, config=config or target.config(),
+                         **job_kwargs)
     committed = {}
     for t, files in tasks.items():
-        ta = task_attempt(dest, t, 0, files, job_id=job_id)
+        ta = target.task_attempt(str(dest), t, 0, files, job_id=job_id)
         ta.commit()
         committed[ta.task_id] = ta.task_attempt_id
     return job, committed
@@ -30,76 +52,97 @@ def _commit_tasks(dest: Path, tasks: dict[int, dict[str, bytes]], *, job_id: str
 
 # -- the basic shape ----------------------------------------------------------------------------
 
-def test_commit_moves_files_writes_success_and_removes_the_job_directory(dest: Path) -> None:
-    job, committed = _commit_tasks(dest, {0: {"p=1/a.csv": b"a"}, 1: {"b.csv": b"bb"}})
+def test_commit_moves_files_writes_success_and_removes_the_job_directory(
+    store_target: StoreTarget,
+) -> None:
+    t = store_target
+    dest = t.new_dest()
+    job, committed = _commit_tasks(t, dest, {0: {"p=1/a.csv": b"a"}, 1: {"b.csv": b"bb"}})
     summary = job.commit(committed)
-    assert visible_files(dest) == {"p=1/a.csv": b"a", "b.csv": b"bb"}
-    assert not (dest / "_temporary").exists()
-    on_disk = SuccessData.loads((dest / "_SUCCESS").read_bytes())
+    assert t.visible_files(dest) == {"p=1/a.csv": b"a", "b.csv": b"bb"}
+    assert not t.exists(f"{dest}/_temporary")
+    on_disk = SuccessData.loads(t.read(f"{dest}/_SUCCESS"))
     assert on_disk.success and on_disk.job_id == JOB_ID
     assert on_disk.committer == "spark-manifest-committer"
     assert sorted(on_disk.filenames) == sorted(summary.filenames)
-    assert len(on_disk.filenames) == 2 and all(f.startswith("file:/") for f in on_disk.filenames)
+    assert sorted(on_disk.filenames) == sorted(
+        location_to_uri(f"{dest}/{rel}") for rel in ("p=1/a.csv", "b.csv"))
     assert on_disk.state == "COMMITTED"
 
 
-def test_commit_of_none_commits_every_manifest_present(dest: Path) -> None:
-    job, _ = _commit_tasks(dest, {0: {"a.csv": b"a"}, 1: {"b.csv": b"b"}})
+def test_commit_of_none_commits_every_manifest_present(store_target: StoreTarget) -> None:
+    t = store_target
+    dest = t.new_dest()
+    job, _ = _commit_tasks(t, dest, {0: {"a.csv": b"a"}, 1: {"b.csv": b"b"}})
     job.commit()
-    assert visible_files(dest) == {"a.csv": b"a", "b.csv": b"b"}
+    assert t.visible_files(dest) == {"a.csv": b"a", "b.csv": b"b"}
 
 
-def test_success_marker_can_be_switched_off(dest: Path) -> None:
-    job, committed = _commit_tasks(dest, {0: {"a.csv": b"a"}},
-                                   config=fast_config(mark_successful_jobs=False))
+def test_success_marker_can_be_switched_off(store_target: StoreTarget) -> None:
+    t = store_target
+    dest = t.new_dest()
+    job, committed = _commit_tasks(t, dest, {0: {"a.csv": b"a"}},
+                                   config=t.config(mark_successful_jobs=False))
     job.commit(committed)
-    assert not (dest / "_SUCCESS").exists()
-    assert visible_files(dest) == {"a.csv": b"a"}
+    assert not t.exists(f"{dest}/_SUCCESS")
+    assert t.visible_files(dest) == {"a.csv": b"a"}
 
 
-def test_success_file_names_are_capped(dest: Path) -> None:
+def test_success_file_names_are_capped(store_target: StoreTarget) -> None:
+    t = store_target
+    dest = t.new_dest()
     files = {f"f{i:03d}.csv": b"x" for i in range(30)}
-    job, committed = _commit_tasks(dest, {0: files}, config=fast_config(success_file_names=7))
+    job, committed = _commit_tasks(t, dest, {0: files}, config=t.config(success_file_names=7))
     summary = job.commit(committed)
     assert len(summary.filenames) == 7
     assert summary.metrics["committer_files_committed"] == 30
+    assert t.visible_files(dest) == files
 
 
-def test_cleanup_skipped_leaves_the_job_directory(dest: Path) -> None:
-    job, committed = _commit_tasks(dest, {0: {"a.csv": b"a"}},
-                                   config=fast_config(cleanup_skipped=True))
+def test_cleanup_skipped_leaves_the_job_directory(store_target: StoreTarget) -> None:
+    t = store_target
+    dest = t.new_dest()
+    job, committed = _commit_tasks(t, dest, {0: {"a.csv": b"a"}},
+                                   config=t.config(cleanup_skipped=True))
     job.commit(committed)
-    assert (dest / "_temporary" / f"manifest_{JOB_ID}" / "00" / "manifests").is_dir()
-    assert (dest / "a.csv").exists()
+    assert t.is_dir(f"{dest}/_temporary/manifest_{JOB_ID}/00/manifests")
+    assert t.exists(f"{dest}/a.csv")
 
 
-def test_abort_removes_everything_of_the_job_and_nothing_else(dest: Path) -> None:
-    (dest / "old.csv").write_bytes(b"old")
-    job, _ = _commit_tasks(dest, {0: {"a.csv": b"a"}, 1: {"p=1/b.csv": b"b"}})
+def test_abort_removes_everything_of_the_job_and_nothing_else(store_target: StoreTarget) -> None:
+    t = store_target
+    dest = t.new_dest()
+    t.write(f"{dest}/old.csv", b"old")
+    job, _ = _commit_tasks(t, dest, {0: {"a.csv": b"a"}, 1: {"p=1/b.csv": b"b"}})
     job.abort()
-    assert tree(dest) == {"old.csv": b"old"}
+    assert t.tree(dest) == {"old.csv": b"old"}
 
 
-def test_abort_never_raises(tmp_path: Path) -> None:
-    job = JobCommitter(str(tmp_path / "never set up"), JOB_ID, config=fast_config())
+def test_abort_never_raises(store_target: StoreTarget) -> None:
+    t = store_target
+    never = f"{t.new_root()}/never set up"
+    job = JobCommitter(never, JOB_ID, config=t.config(), store=t.managed(never))
     job.abort()  # nothing there: still fine
-    assert not (tmp_path / "never set up").exists()
+    assert not t.exists(never)
 
 
 # -- dynamic partition overwrite ---------------------------------------------------------------
 
-def test_dynamic_partition_overwrite_replaces_only_written_partitions(dest: Path) -> None:
+def test_dynamic_partition_overwrite_replaces_only_written_partitions(
+    store_target: StoreTarget,
+) -> None:
+    t = store_target
+    dest = t.new_dest()
     for rel, data in {"p=1/old.csv": b"old1", "p=2/old.csv": b"old2",
                       "p=3/q=1/old.csv": b"old31", "p=3/q=2/old.csv": b"old32",
                       "root.csv": b"root"}.items():
-        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        (dest / rel).write_bytes(data)
+        t.write(f"{dest}/{rel}", data)
     job, committed = _commit_tasks(
-        dest, {0: {"p=1/new.csv": b"new1"}, 1: {"p=3/q=2/new.csv": b"new32"}},
+        t, dest, {0: {"p=1/new.csv": b"new1"}, 1: {"p=3/q=2/new.csv": b"new32"}},
         dynamic_partition_overwrite=True,
     )
     job.commit(committed)
-    assert visible_files(dest) == {
+    assert t.visible_files(dest) == {
         "p=1/new.csv": b"new1",  # replaced
         "p=2/old.csv": b"old2",  # not written: untouched
         "p=3/q=1/old.csv": b"old31",  # sibling of a written partition: untouched
@@ -108,102 +151,162 @@ def test_dynamic_partition_overwrite_replaces_only_written_partitions(dest: Path
     }
 
 
-def test_without_dynamic_overwrite_existing_partitions_are_appended_to(dest: Path) -> None:
-    (dest / "p=1").mkdir()
-    (dest / "p=1" / "old.csv").write_bytes(b"old")
-    job, committed = _commit_tasks(dest, {0: {"p=1/new.csv": b"new"}})
+def test_without_dynamic_overwrite_existing_partitions_are_appended_to(
+    store_target: StoreTarget,
+) -> None:
+    t = store_target
+    dest = t.new_dest()
+    t.mkdirs(f"{dest}/p=1")
+    t.write(f"{dest}/p=1/old.csv", b"old")
+    job, committed = _commit_tasks(t, dest, {0: {"p=1/new.csv": b"new"}})
     job.commit(committed)
-    assert visible_files(dest) == {"p=1/old.csv": b"old", "p=1/new.csv": b"new"}
+    assert t.visible_files(dest) == {"p=1/old.csv": b"old", "p=1/new.csv": b"new"}
 
 
-# -- delete_target_files ----------------------------------------------------------------------
+# -- duplicate destinations, delete_target_files ----------------------------------------------
 
-def test_file_in_the_way_of_a_directory_fails_without_delete_target_files(dest: Path) -> None:
-    (dest / "p=1").write_bytes(b"a file where a directory must go")
-    job, committed = _commit_tasks(dest, {0: {"p=1/a.csv": b"a"}})
+def test_two_tasks_writing_one_destination_are_refused_before_anything_moves(
+    store_target: StoreTarget,
+) -> None:
+    """Two committed tasks claiming one destination file: job commit refuses the job in its
+    load stage, naming both tasks, with every file still where it was; the job can then be
+    aborted cleanly."""
+    t = store_target
+    dest = t.new_dest()
+    t.write(f"{dest}/existing/keep.csv", b"keep me")
+    job, committed = _commit_tasks(t, dest, {0: {"p=1/a.csv": b"from 0", "b.csv": b"b"},
+                                             1: {"p=1/a.csv": b"from 1", "c.csv": b"c"}})
+    before = t.tree(dest)
+    with pytest.raises(UntrustedManifestError) as info:
+        job.commit(committed)
+    message = str(info.value)
+    assert "claimed by more than one task" in message and "no file was moved" in message
+    assert all(task_id in message for task_id in committed)
+    assert t.tree(dest) == before  # nothing moved, deleted or written
+    job.abort()
+    assert t.tree(dest) == {"existing/": None, "existing/keep.csv": b"keep me"}
+
+
+# the file "p=1" stands where a directory must go: as the directory to create, or above it
+# (on an object store, creating "p=1/q=2" alone would not notice a file "p=1")
+IN_THE_WAY = ["p=1/a.csv", "p=1/q=2/a.csv"]
+
+
+@pytest.mark.parametrize("output", IN_THE_WAY)
+def test_file_in_the_way_of_a_directory_fails_without_delete_target_files(
+    store_target: StoreTarget, output: str,
+) -> None:
+    t = store_target
+    dest = t.new_dest()
+    t.write(f"{dest}/p=1", b"a file where a directory must go")
+    job, committed = _commit_tasks(t, dest, {0: {output: b"a"}})
     with pytest.raises(CommitFailedError, match=r"delete\.target\.files") as info:
         job.commit(committed)
     assert info.value.stage == "create_directories"
-    assert (dest / "p=1").read_bytes() == b"a file where a directory must go"
-    assert not (dest / "_SUCCESS").exists()
+    assert t.read(f"{dest}/p=1") == b"a file where a directory must go"
+    assert not t.exists(f"{dest}/_SUCCESS")
+    assert t.visible_files(dest) == {"p=1": b"a file where a directory must go"}
 
 
-def test_file_in_the_way_of_a_directory_is_deleted_with_delete_target_files(dest: Path) -> None:
-    (dest / "p=1").write_bytes(b"in the way")
-    job, committed = _commit_tasks(dest, {0: {"p=1/q=2/a.csv": b"a"}},
-                                   config=fast_config(delete_target_files=True))
+@pytest.mark.parametrize("output", IN_THE_WAY)
+def test_file_in_the_way_of_a_directory_is_deleted_with_delete_target_files(
+    store_target: StoreTarget, output: str,
+) -> None:
+    t = store_target
+    dest = t.new_dest()
+    t.write(f"{dest}/p=1", b"in the way")
+    job, committed = _commit_tasks(t, dest, {0: {output: b"a"}},
+                                   config=t.config(delete_target_files=True))
     job.commit(committed)
-    assert visible_files(dest) == {"p=1/q=2/a.csv": b"a"}
+    assert t.visible_files(dest) == {output: b"a"}
+    assert t.is_dir(f"{dest}/p=1")
 
 
-def test_existing_destination_file_fails_without_delete_target_files(dest: Path) -> None:
-    (dest / "a.csv").write_bytes(b"previous")
-    job, committed = _commit_tasks(dest, {0: {"a.csv": b"new"}})
+def test_existing_destination_file_fails_without_delete_target_files(
+    store_target: StoreTarget,
+) -> None:
+    t = store_target
+    dest = t.new_dest()
+    t.write(f"{dest}/a.csv", b"previous")
+    job, committed = _commit_tasks(t, dest, {0: {"a.csv": b"new"}})
     with pytest.raises(CommitFailedError) as info:
         job.commit(committed)
     assert info.value.stage == "rename_files"
-    assert (dest / "a.csv").read_bytes() == b"previous"
-    assert not (dest / "_SUCCESS").exists()
+    assert t.read(f"{dest}/a.csv") == b"previous"
+    assert not t.exists(f"{dest}/_SUCCESS")
 
 
-def test_existing_destination_file_is_replaced_with_delete_target_files(dest: Path) -> None:
-    (dest / "p=1").mkdir()
-    (dest / "p=1" / "a.csv").write_bytes(b"previous")
-    job, committed = _commit_tasks(dest, {0: {"p=1/a.csv": b"new", "b.csv": b"b"}},
-                                   config=fast_config(delete_target_files=True))
+def test_existing_destination_file_is_replaced_with_delete_target_files(
+    store_target: StoreTarget,
+) -> None:
+    t = store_target
+    dest = t.new_dest()
+    t.mkdirs(f"{dest}/p=1")
+    t.write(f"{dest}/p=1/a.csv", b"previous")
+    job, committed = _commit_tasks(t, dest, {0: {"p=1/a.csv": b"new", "b.csv": b"b"}},
+                                   config=t.config(delete_target_files=True))
     job.commit(committed)
-    assert visible_files(dest) == {"p=1/a.csv": b"new", "b.csv": b"b"}
+    assert t.visible_files(dest) == {"p=1/a.csv": b"new", "b.csv": b"b"}
 
 
 # -- validate_output ----------------------------------------------------------------------------
 
-class _TamperingStore(LocalStore):
-    """Renames, then corrupts one destination (appends a byte), as a faulty store might."""
+class _TamperingStore(FaultInjectingStore):
+    """Renames, then corrupts one destination (appends a byte), as a faulty store might
+    (a fault injector with no faults: it passes every other call through to ``inner``)."""
 
-    def __init__(self, victim: str) -> None:
+    def __init__(self, inner: Store, victim: str) -> None:
+        super().__init__(inner, FaultPlan())
         self.victim = victim
 
     def rename_file(self, src: str, dst: str) -> None:
         super().rename_file(src, dst)
         if dst.endswith(self.victim):
-            with open(dst, "ab") as f:
-                f.write(b"!")
+            self.inner.write_bytes(dst, self.inner.read_bytes(dst) + b"!")
 
 
-def test_validate_output_catches_a_size_mismatch_before_success(dest: Path) -> None:
-    cfg = fast_config(validate_output=True)
-    job, committed = _commit_tasks(dest, {0: {"a.csv": b"aaaa", "p=1/b.csv": b"bbbb"}},
+def test_validate_output_catches_a_size_mismatch_before_success(
+    store_target: StoreTarget,
+) -> None:
+    t = store_target
+    dest = t.new_dest()
+    cfg = t.config(validate_output=True)
+    job, committed = _commit_tasks(t, dest, {0: {"a.csv": b"aaaa", "p=1/b.csv": b"bbbb"}},
                                    config=cfg)
-    job.store = open_store(str(dest), cfg, backend=_TamperingStore("p=1/b.csv"))
+    job.store = open_store(dest, cfg, backend=_TamperingStore(t.backend(), "p=1/b.csv"))
     with pytest.raises(CommitFailedError) as info:
         job.commit(committed)
     assert info.value.stage == "validate_output"
     assert "b.csv: size is 5, manifest says 4" in str(info.value)
-    assert not (dest / "_SUCCESS").exists()
+    assert not t.exists(f"{dest}/_SUCCESS")
 
 
-def test_validate_output_passes_good_output(dest: Path) -> None:
-    cfg = fast_config(validate_output=True)
-    job, committed = _commit_tasks(dest, {0: {"a.csv": b"aaaa"}}, config=cfg)
+def test_validate_output_passes_good_output(store_target: StoreTarget) -> None:
+    t = store_target
+    dest = t.new_dest()
+    cfg = t.config(validate_output=True)
+    job, committed = _commit_tasks(t, dest, {0: {"a.csv": b"aaaa"}}, config=cfg)
     summary = job.commit(committed)
     assert summary.iostatistics.counters["job_stage_optional_validate_output"] == 1
-    assert (dest / "_SUCCESS").exists()
+    assert t.exists(f"{dest}/_SUCCESS")
 
 
-def test_without_validation_tampering_goes_unnoticed(dest: Path) -> None:
+def test_without_validation_tampering_goes_unnoticed(store_target: StoreTarget) -> None:
     """The control for the test above: the corruption is only caught by validation."""
-    cfg = fast_config()
-    job, committed = _commit_tasks(dest, {0: {"a.csv": b"aaaa"}}, config=cfg)
-    job.store = open_store(str(dest), cfg, backend=_TamperingStore("a.csv"))
+    t = store_target
+    dest = t.new_dest()
+    cfg = t.config()
+    job, committed = _commit_tasks(t, dest, {0: {"a.csv": b"aaaa"}}, config=cfg)
+    job.store = open_store(dest, cfg, backend=_TamperingStore(t.backend(), "a.csv"))
     job.commit(committed)
-    assert (dest / "a.csv").read_bytes() == b"aaaa!"
+    assert t.read(f"{dest}/a.csv") == b"aaaa!"
 
 
-# -- summary report and diagnostics directories ----------------------------------------------
+# -- summary report and diagnostics directories (local disk) ----------------------------------
 
 def test_summary_report_written_on_success(dest: Path, tmp_path: Path) -> None:
     reports = tmp_path / "reports"
-    job, committed = _commit_tasks(dest, {0: {"a.csv": b"abc"}},
+    job, committed = _commit_tasks(LOCAL, dest, {0: {"a.csv": b"abc"}},
                                    config=fast_config(summary_report_directory=str(reports)))
     summary = job.commit(committed)
     report = SuccessData.loads((reports / f"summary-{JOB_ID}.json").read_bytes())
@@ -214,7 +317,7 @@ def test_summary_report_written_on_success(dest: Path, tmp_path: Path) -> None:
 
 def test_summary_report_written_on_failure(dest: Path, tmp_path: Path) -> None:
     reports = tmp_path / "reports"
-    job, committed = _commit_tasks(dest, {0: {"a.csv": b"abc"}},
+    job, committed = _commit_tasks(LOCAL, dest, {0: {"a.csv": b"abc"}},
                                    config=fast_config(summary_report_directory=str(reports)))
     Path(job.layout.manifest_path(next(iter(committed)))).write_bytes(b"{broken")
     with pytest.raises(UntrustedManifestError):
@@ -230,7 +333,7 @@ def test_summary_report_written_on_failure(dest: Path, tmp_path: Path) -> None:
 def test_diagnostics_directory_receives_the_manifests(dest: Path, tmp_path: Path) -> None:
     diag = tmp_path / "diagnostics"
     job, committed = _commit_tasks(
-        dest, {0: {"a.csv": b"a"}, 1: {"b.csv": b"b"}},
+        LOCAL, dest, {0: {"a.csv": b"a"}, 1: {"b.csv": b"b"}},
         config=fast_config(diagnostics_manifest_directory=str(diag)),
     )
     job.commit(committed)
@@ -244,62 +347,72 @@ def test_diagnostics_directory_receives_the_manifests(dest: Path, tmp_path: Path
 
 # -- cleanup ----------------------------------------------------------------------------------
 
-def test_cleanup_leaves_other_jobs_temporary_data_alone(dest: Path) -> None:
-    other = new_job(dest, job_id="job_other")
-    other_ta = task_attempt(dest, 0, 0, {"x.csv": b"other"}, job_id="job_other")
+def test_cleanup_leaves_other_jobs_temporary_data_alone(store_target: StoreTarget) -> None:
+    t = store_target
+    dest = t.new_dest()
+    other_dir = f"{dest}/_temporary/manifest_job_other"
+    other = t.new_job(dest, job_id="job_other")
+    other_ta = t.task_attempt(dest, 0, 0, {"x.csv": b"other"}, job_id="job_other")
     other_ta.commit()
-    hadoop_other = dest / "_temporary" / "some-hadoop-job" / "00" / "tasks"
-    hadoop_other.mkdir(parents=True)
-    (hadoop_other / "f").write_bytes(b"hadoop")
-    before_other = tree(dest / "_temporary" / "manifest_job_other")
+    hadoop_other = f"{dest}/_temporary/some-hadoop-job/00/tasks"
+    t.mkdirs(hadoop_other)
+    t.write(f"{hadoop_other}/f", b"hadoop")
+    before_other = t.tree(other_dir)
 
-    job, committed = _commit_tasks(dest, {0: {"a.csv": b"a"}})
+    job, committed = _commit_tasks(t, dest, {0: {"a.csv": b"a"}})
     job.commit(committed)
-    assert not (dest / "_temporary" / f"manifest_{JOB_ID}").exists()
-    assert tree(dest / "_temporary" / "manifest_job_other") == before_other
-    assert (hadoop_other / "f").read_bytes() == b"hadoop"
+    assert not t.exists(f"{dest}/_temporary/manifest_{JOB_ID}")
+    assert t.tree(other_dir) == before_other
+    assert t.read(f"{hadoop_other}/f") == b"hadoop"
 
     # the other job still commits, and then _temporary, now empty of jobs, ... stays for hadoop's
     other.commit({other_ta.task_id: other_ta.task_attempt_id})
-    assert (dest / "x.csv").read_bytes() == b"other"
-    assert (dest / "_temporary").exists()
-    (hadoop_other / "f").unlink()
-    for d in (hadoop_other, hadoop_other.parent, hadoop_other.parent.parent):
-        d.rmdir()
-    last, last_committed = _commit_tasks(dest, {5: {"z.csv": b"z"}}, job_id="job_last")
+    assert t.read(f"{dest}/x.csv") == b"other"
+    assert t.exists(f"{dest}/_temporary")
+    t.delete_tree(f"{dest}/_temporary/some-hadoop-job")
+    last, last_committed = _commit_tasks(t, dest, {5: {"z.csv": b"z"}}, job_id="job_last")
     last.commit(last_committed)
-    assert not (dest / "_temporary").exists()  # removed once empty
+    assert not t.exists(f"{dest}/_temporary")  # removed once empty
+    assert t.visible_files(dest) == {"a.csv": b"a", "x.csv": b"other", "z.csv": b"z"}
 
 
-def test_abort_leaves_other_jobs_alone(dest: Path) -> None:
-    new_job(dest, job_id="job_other")
-    task_attempt(dest, 0, 0, {"x.csv": b"other"}, job_id="job_other").commit()
-    before = tree(dest / "_temporary" / "manifest_job_other")
-    job, _ = _commit_tasks(dest, {0: {"a.csv": b"a"}})
+def test_abort_leaves_other_jobs_alone(store_target: StoreTarget) -> None:
+    t = store_target
+    dest = t.new_dest()
+    other_dir = f"{dest}/_temporary/manifest_job_other"
+    t.new_job(dest, job_id="job_other")
+    t.task_attempt(dest, 0, 0, {"x.csv": b"other"}, job_id="job_other").commit()
+    before = t.tree(other_dir)
+    job, _ = _commit_tasks(t, dest, {0: {"a.csv": b"a"}})
     job.abort()
-    assert tree(dest / "_temporary" / "manifest_job_other") == before
-    assert not (dest / "_temporary" / f"manifest_{JOB_ID}").exists()
+    assert t.tree(other_dir) == before
+    assert not t.exists(f"{dest}/_temporary/manifest_{JOB_ID}")
 
 
 @pytest.mark.parametrize("parallel", [True, False])
-def test_cleanup_with_and_without_parallel_delete(dest: Path, parallel: bool) -> None:
+def test_cleanup_with_and_without_parallel_delete(store_target: StoreTarget,
+                                                  parallel: bool) -> None:
+    t = store_target
+    dest = t.new_dest()
     job, committed = _commit_tasks(
-        dest, {t: {f"p={t}/f.csv": b"x"} for t in range(5)},
-        config=fast_config(cleanup_parallel_delete=parallel),
+        t, dest, {n: {f"p={n}/f.csv": b"x"} for n in range(5)},
+        config=t.config(cleanup_parallel_delete=parallel),
     )
     job.commit(committed)
-    assert not (dest / "_temporary").exists()
-    assert len(visible_files(dest)) == 5
+    assert not t.exists(f"{dest}/_temporary")
+    assert len(t.visible_files(dest)) == 5
 
 
 # -- progress -------------------------------------------------------------------------------
 
-def test_progress_callbacks_are_monotone_and_end_at_total(dest: Path) -> None:
+def test_progress_callbacks_are_monotone_and_end_at_total(store_target: StoreTarget) -> None:
+    t = store_target
+    dest = t.new_dest()
     calls: list[tuple[str, int, int]] = []
-    tasks = {t: {f"p={t % 3}/part-{t}-{i}.csv": b"x" * i for i in range(4)} for t in range(6)}
-    job, committed = _commit_tasks(dest, tasks, config=fast_config(validate_output=True),
+    tasks = {n: {f"p={n % 3}/part-{n}-{i}.csv": b"x" * i for i in range(4)} for n in range(6)}
+    job, committed = _commit_tasks(t, dest, tasks, config=t.config(validate_output=True),
                                    dynamic_partition_overwrite=True,
-                                   progress=lambda s, d, t: calls.append((s, d, t)))
+                                   progress=lambda s, d, total: calls.append((s, d, total)))
     job.commit(committed)
     by_stage: dict[str, list[tuple[int, int]]] = defaultdict(list)
     for stage, done, total in calls:
@@ -307,7 +420,7 @@ def test_progress_callbacks_are_monotone_and_end_at_total(dest: Path) -> None:
     assert {"load_manifests", "create_directories", "rename_files", "validate_output",
             "cleanup"} <= set(by_stage)
     for stage, points in by_stage.items():
-        totals = {t for _, t in points}
+        totals = {total for _, total in points}
         assert len(totals) == 1, f"{stage}: total changed {totals}"
         dones = [d for d, _ in points]
         assert dones == sorted(dones), f"{stage}: not monotone {dones}"
@@ -321,15 +434,17 @@ def test_a_failing_progress_callback_does_not_fail_the_commit(dest: Path) -> Non
     def boom(stage: str, done: int, total: int) -> None:
         raise RuntimeError("progress bar broke")
 
-    job, committed = _commit_tasks(dest, {0: {"a.csv": b"a"}}, progress=boom)
+    job, committed = _commit_tasks(LOCAL, dest, {0: {"a.csv": b"a"}}, progress=boom)
     job.commit(committed)
-    assert visible_files(dest) == {"a.csv": b"a"}
+    assert LOCAL.visible_files(str(dest)) == {"a.csv": b"a"}
 
 
 # -- statistics -------------------------------------------------------------------------------
 
-def test_statistics_use_hadoop_names(dest: Path) -> None:
-    job, committed = _commit_tasks(dest, {0: {"p=1/a.csv": b"a", "p=2/b.csv": b"b"}})
+def test_statistics_use_hadoop_names(store_target: StoreTarget) -> None:
+    t = store_target
+    dest = t.new_dest()
+    job, committed = _commit_tasks(t, dest, {0: {"p=1/a.csv": b"a", "p=2/b.csv": b"b"}})
     summary = job.commit(committed)
     stats = summary.iostatistics
     for name in ("op_rename", "op_mkdirs", "op_list_status", "op_get_file_status",
@@ -350,9 +465,11 @@ def test_statistics_use_hadoop_names(dest: Path) -> None:
                                         "meanstatistics"}
 
 
-def test_task_manifest_carries_task_statistics(dest: Path) -> None:
-    new_job(dest)
-    manifest = task_attempt(dest, 0, 0, {"p=1/a.csv": b"abc", "b.csv": b"de"}).commit()
+def test_task_manifest_carries_task_statistics(store_target: StoreTarget) -> None:
+    t = store_target
+    dest = t.new_dest()
+    t.new_job(dest)
+    manifest = t.task_attempt(dest, 0, 0, {"p=1/a.csv": b"abc", "b.csv": b"de"}).commit()
     counters = manifest.iostatistics.counters
     assert counters["committer_task_file_count"] == 2
     assert counters["committer_task_file_size"] == 5

@@ -134,3 +134,54 @@ def test_rename_batch_reports_each_result(store: LocalStore, tmp_path: Path) -> 
     assert results[0] is None
     assert isinstance(results[1], PathExistsError)
     assert isinstance(results[2], PathNotFoundError)
+
+
+def test_rename_run_stops_at_the_first_failure(store: LocalStore, tmp_path: Path) -> None:
+    src, dst = tmp_path / "task" / "p=1", tmp_path / "out" / "p=1"
+    src.mkdir(parents=True)
+    dst.mkdir(parents=True)
+    for name in ("a", "b", "c"):
+        (src / name).write_bytes(name.encode())
+    (dst / "b").write_bytes(b"older")
+    entries = [(str(src / n), str(dst / n), 1, None) for n in ("a", "b", "c")]
+    reached, error = store.rename_run(entries, 0)
+    assert reached == 1 and isinstance(error, PathExistsError)
+    assert (dst / "a").read_bytes() == b"a" and (dst / "b").read_bytes() == b"older"
+    assert (src / "b").exists() and (src / "c").exists()  # nothing after the failure moved
+    reached, error = store.rename_run(entries, 2)  # the caller resumes after the failed entry
+    assert (reached, error) == (3, None)
+    assert (dst / "c").read_bytes() == b"c"
+
+
+def test_rename_run_reports_a_missing_source_or_parent(store: LocalStore, tmp_path: Path) -> None:
+    (tmp_path / "a").write_bytes(b"a")
+    reached, error = store.rename_run([(str(tmp_path / "none"), str(tmp_path / "x"), 0, None)], 0)
+    assert reached == 0 and isinstance(error, PathNotFoundError) and "source" in str(error)
+    reached, error = store.rename_run(
+        [(str(tmp_path / "a"), str(tmp_path / "no" / "x"), 0, None)], 0)
+    assert reached == 0 and isinstance(error, PathNotFoundError) and "parent" in str(error)
+    reached, error = store.rename_run([(str(tmp_path / "a"), str(tmp_path / "x\0y"), 0, None)], 0)
+    assert reached == 0 and isinstance(error, StoreError)
+    assert (tmp_path / "a").exists()
+
+
+def test_rename_run_with_unrelated_paths_and_file_uris(store: LocalStore, tmp_path: Path) -> None:
+    (tmp_path / "x").mkdir()
+    (tmp_path / "a").write_bytes(b"a")
+    (tmp_path / "x" / "b").write_bytes(b"b")
+    entries = [(str(tmp_path / "a"), f"file://{tmp_path}/x/a2", 0, None),
+               (f"file:{tmp_path}/x/b", str(tmp_path / "b2"), 0, None)]
+    assert store.rename_run(entries, 0) == (2, None)
+    assert (tmp_path / "x" / "a2").read_bytes() == b"a" and (tmp_path / "b2").read_bytes() == b"b"
+
+
+def test_rmdir_run_removes_only_empty_directories(store: LocalStore, tmp_path: Path) -> None:
+    attempt = tmp_path / "tasks" / "attempt_1"
+    for k in range(3):
+        (attempt / f"p={k}").mkdir(parents=True)
+    (attempt / "p=2" / "left").write_bytes(b"x")
+    paths = [str(attempt / f"p={k}") for k in range(3)] + [str(attempt), str(tmp_path / "gone")]
+    assert store.rmdir_run(paths) == 2
+    assert sorted(p.name for p in attempt.iterdir()) == ["p=2"]
+    assert store.rmdir_run([str(attempt / "p=2" / "left")]) == 0  # a file: left alone
+    assert store.rmdir_run([]) == 0

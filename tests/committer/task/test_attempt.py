@@ -1,4 +1,9 @@
-"""TaskAttemptCommitter: setup, output paths, commit (scan -> manifest -> rename), abort."""
+"""TaskAttemptCommitter: setup, output paths, commit (scan -> manifest -> rename), abort.
+
+Tests taking ``store_target`` are store-generic: here they run on local disk, and
+``tests/store/test_core_on_emulators.py`` runs them on the cloud targets
+(Azurite, fake-gcs-server, the ADLS Gen2 stub, the GCS moveTo proxy).
+"""
 
 from __future__ import annotations
 
@@ -8,16 +13,32 @@ import pytest
 
 from committer import TaskAttemptCommitter, task_ids
 from committer.errors import ConfigError, JobConflictError
+from committer.store.base import CHECKSUM_PREFIXES
 from committer.store.local import local_path
 from manifest_schema import DirStatus, TaskManifest
 from manifest_schema.uris import location_to_uri, uri_to_location
-from tests.committer.helpers import JOB_ID, fast_config, new_job, task_attempt
+from tests.committer.helpers import (
+    JOB_ID,
+    LocalTarget,
+    StoreTarget,
+    fast_config,
+    new_job,
+    task_attempt,
+)
 
 
-def test_setup_creates_the_working_directory_under_the_job(dest: Path) -> None:
-    new_job(dest)
-    ta = task_attempt(dest, 2, 1, {})
-    assert Path(ta.working_dir).is_dir()
+@pytest.fixture
+def store_target(tmp_path: Path) -> LocalTarget:
+    """Local disk (``tests/store/test_core_on_emulators.py`` supplies the emulators)."""
+    return LocalTarget(tmp_path)
+
+
+def test_setup_creates_the_working_directory_under_the_job(store_target: StoreTarget) -> None:
+    t = store_target
+    dest = t.new_dest()
+    t.new_job(dest)
+    ta = t.task_attempt(dest, 2, 1, {})
+    assert t.is_dir(ta.working_dir)
     assert ta.working_dir == (f"{dest}/_temporary/manifest_{JOB_ID}/00/tasks/"
                               f"attempt_{JOB_ID}_m_000002_1")
 
@@ -29,54 +50,102 @@ def test_output_path_must_be_plain_and_relative(dest: Path, bad: str) -> None:
         ta.output_path(bad)
 
 
-def test_commit_writes_the_manifest_of_the_task(dest: Path) -> None:
-    new_job(dest)
-    ta = task_attempt(dest, 0, 0, {"p=1/q=2/a.csv": b"abc", "b.csv": b"", "p=1/c.csv": b"cc"})
-    Path(ta.output_path("p=1/.a.csv.crc")).write_bytes(b"checksum")  # not output
+def test_commit_writes_the_manifest_of_the_task(store_target: StoreTarget) -> None:
+    t = store_target
+    dest = t.new_dest()
+    t.new_job(dest)
+    ta = t.task_attempt(dest, 0, 0, {"p=1/q=2/a.csv": b"abc", "b.csv": b"", "p=1/c.csv": b"cc"})
+    t.write(ta.output_path("p=1/.a.csv.crc"), b"checksum")  # not output
     manifest = ta.commit()
-    path = Path(ta.layout.manifest_path(ta.task_id))
-    assert path.name == f"{ta.task_id}-manifest.json"
-    assert TaskManifest.loads(path.read_bytes(), str(path)) == manifest
-    assert not list(path.parent.glob("*.tmp"))
+    path = ta.layout.manifest_path(ta.task_id)
+    assert path.rsplit("/", 1)[1] == f"{ta.task_id}-manifest.json"
+    assert TaskManifest.loads(t.read(path), path) == manifest
+    assert list(t.tree(ta.layout.manifests_dir)) == [f"{ta.task_id}-manifest.json"]  # no .tmp
     assert (manifest.job_id, manifest.task_id, manifest.task_attempt_id) == (
         JOB_ID, ta.task_id, ta.task_attempt_id)
     assert uri_to_location(manifest.task_attempt_dir) == ta.working_dir
-    by_dest = {uri_to_location(f.dest)[len(str(dest)) + 1:]: f for f in manifest.files}
+    by_dest = {uri_to_location(f.dest)[len(dest) + 1:]: f for f in manifest.files}
     assert sorted(by_dest) == ["b.csv", "p=1/c.csv", "p=1/q=2/a.csv"]
     assert by_dest["p=1/q=2/a.csv"].size == 3 and by_dest["b.csv"].size == 0
+    backend = t.backend()
     for rel, f in by_dest.items():
-        assert uri_to_location(f.source) == f"{ta.working_dir}/{rel}"
-        assert f.etag  # local files get an identity for rename recovery
-    dirs = {uri_to_location(d.dest)[len(str(dest)) + 1:]: d for d in manifest.directories}
+        source = uri_to_location(f.source)
+        assert source == f"{ta.working_dir}/{rel}"
+        # every file gets an identity for rename recovery: what the store says it is now; on
+        # a store whose rename is a copy (a new etag), a content checksum the copy keeps
+        assert f.etag and f.etag == backend.identity(backend.stat(source))
+        assert backend.rename_keeps_etag or f.etag.startswith(CHECKSUM_PREFIXES)
+    dirs = {uri_to_location(d.dest)[len(dest) + 1:]: d for d in manifest.directories}
     assert {k: v.level for k, v in dirs.items()} == {"p=1": 1, "p=1/q=2": 2}
     assert all(d.status == DirStatus.UNKNOWN for d in dirs.values())
     assert manifest.total_size == 5
 
 
-def test_empty_task_commits_an_empty_manifest(dest: Path) -> None:
-    new_job(dest)
-    manifest = task_attempt(dest, 0, 0, {}).commit()
+#: names that need escaping in a Hadoop URI (HADOOP-17112): space, '%', '#', a Hive-escaped
+#: value that must not be decoded twice, unicode
+AWKWARD = {
+    "p=a b%3Ac/part-0 1.csv": b"hive-escaped partition, space in the name",
+    "p=ü #/part-%41.csv": b"unicode, hash, a literal %41 that must not decode to A",
+    "p=100%/q=#1/part-日本.csv": b"percent at the end, hash at the start, CJK",
+}
+
+
+def test_awkward_names_round_trip_through_manifest_and_job_commit(
+    store_target: StoreTarget,
+) -> None:
+    """Each location goes into the manifest as Hadoop's escaped URI and comes back exactly,
+    on the store's own scheme; job commit puts every byte at the unescaped name."""
+    t = store_target
+    dest = t.new_dest()  # itself awkward: "dest dir ü #%"
+    job = t.new_job(dest)
+    ta = t.task_attempt(dest, 0, 0, AWKWARD)
+    manifest = ta.commit()
+    base = location_to_uri(dest)
+    assert all(esc in base for esc in ("%20", "%23", "%25")) and "ü" in base
+    assert sorted(f.dest for f in manifest.files) == sorted(
+        location_to_uri(f"{dest}/{rel}") for rel in AWKWARD)
+    assert sorted(uri_to_location(f.dest) for f in manifest.files) == sorted(
+        f"{dest}/{rel}" for rel in AWKWARD)
+    assert sorted(uri_to_location(f.source) for f in manifest.files) == sorted(
+        ta.output_path(rel) for rel in AWKWARD)
+    assert "p=a%20b%253Ac/part-0%201.csv" in {f.dest[len(base) + 1:] for f in manifest.files}
+    job.commit({ta.task_id: ta.task_attempt_id})
+    assert t.visible_files(dest) == AWKWARD
+
+
+def test_empty_task_commits_an_empty_manifest(store_target: StoreTarget) -> None:
+    t = store_target
+    dest = t.new_dest()
+    t.new_job(dest)
+    manifest = t.task_attempt(dest, 0, 0, {}).commit()
     assert manifest.files == () and manifest.directories == ()
 
 
-def test_abort_removes_the_working_directory_and_temporary_manifest(dest: Path) -> None:
-    new_job(dest)
-    ta = task_attempt(dest, 0, 0, {"a.csv": b"a"})
-    temp = Path(ta.layout.temp_manifest_path(ta.task_attempt_id))
-    temp.write_bytes(b"half a manifest")
+def test_abort_removes_the_working_directory_and_temporary_manifest(
+    store_target: StoreTarget,
+) -> None:
+    t = store_target
+    dest = t.new_dest()
+    t.new_job(dest)
+    ta = t.task_attempt(dest, 0, 0, {"a.csv": b"a", "p=1/b.csv": b"b"})
+    temp = ta.layout.temp_manifest_path(ta.task_attempt_id)
+    t.write(temp, b"half a manifest")
     ta.abort()
-    assert not Path(ta.working_dir).exists() and not temp.exists()
+    assert not t.exists(ta.working_dir) and not t.exists(temp)
     ta.abort()  # twice is fine
 
 
-def test_abort_after_commit_keeps_the_committed_manifest(dest: Path) -> None:
+def test_abort_after_commit_keeps_the_committed_manifest(store_target: StoreTarget) -> None:
     """Abort only touches the attempt's own files: the task's manifest (which may by now be
     another attempt's) is the driver's business."""
-    new_job(dest)
-    ta = task_attempt(dest, 0, 0, {"a.csv": b"a"})
-    ta.commit()
+    t = store_target
+    dest = t.new_dest()
+    t.new_job(dest)
+    ta = t.task_attempt(dest, 0, 0, {"a.csv": b"a"})
+    committed = ta.commit()
     ta.abort()
-    assert Path(ta.layout.manifest_path(ta.task_id)).exists()
+    path = ta.layout.manifest_path(ta.task_id)
+    assert TaskManifest.loads(t.read(path), path) == committed
 
 
 def test_task_and_job_commit_on_a_file_uri_destination(dest: Path) -> None:
@@ -111,15 +180,20 @@ def test_task_commit_on_an_fsspec_store(tmp_path: Path) -> None:
     assert not fs.exists("memory://bucket/table/_temporary/manifest_" + JOB_ID)
 
 
-def test_a_zombie_attempt_cannot_commit_after_its_job_committed(dest: Path) -> None:
+def test_a_zombie_attempt_cannot_commit_after_its_job_committed(
+    store_target: StoreTarget,
+) -> None:
     """Continuity: once the job is committed its directory is gone, and a late attempt's task
     commit is refused instead of recreating it with a manifest nobody will ever commit."""
-    job = new_job(dest)
-    winner = task_attempt(dest, 0, 0, {"p=1/a.csv": b"winner"})
+    t = store_target
+    dest = t.new_dest()
+    job = t.new_job(dest)
+    winner = t.task_attempt(dest, 0, 0, {"p=1/a.csv": b"winner"})
     winner.commit()
-    zombie = task_attempt(dest, 0, 1, {"p=1/a.csv": b"zombie"})
+    zombie = t.task_attempt(dest, 0, 1, {"p=1/a.csv": b"zombie"})
     job.commit({winner.task_id: winner.task_attempt_id})
     with pytest.raises(JobConflictError, match="is not set up"):
         zombie.commit()
-    assert (dest / "p=1" / "a.csv").read_bytes() == b"winner"
-    assert not Path(zombie.layout.manifests_dir).exists()
+    assert t.read(f"{dest}/p=1/a.csv") == b"winner"
+    assert t.visible_files(dest) == {"p=1/a.csv": b"winner"}
+    assert not t.exists(zombie.layout.manifests_dir)

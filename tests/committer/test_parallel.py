@@ -1,0 +1,54 @@
+"""The two ways stages spread work over the commit's pool: every item done once, results on
+the calling thread, the first failure stopping further work and re-raised."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from committer.parallel import run_parallel, run_pulled
+
+
+@pytest.mark.parametrize("runner", ["pulled", "windowed"])
+def test_every_item_once_and_results_on_the_calling_thread(runner: str) -> None:
+    seen: list[int] = []
+    threads: set[int] = set()
+
+    def on_result(item: int, result: int) -> None:
+        assert result == item * 2
+        seen.append(item)
+        threads.add(threading.get_ident())
+
+    with ThreadPoolExecutor(8) as pool:
+        if runner == "pulled":
+            run_pulled(pool, range(500), lambda i: i * 2, workers=8, on_result=on_result,
+                       report_every=0.01)
+        else:
+            run_parallel(pool, range(500), lambda i: i * 2, window=16, on_result=on_result)
+    assert sorted(seen) == list(range(500))
+    assert threads == {threading.get_ident()}
+
+
+def test_pulled_stops_at_the_first_failure() -> None:
+    started: list[int] = []
+    lock = threading.Lock()
+
+    def work(i: int) -> int:
+        with lock:
+            started.append(i)
+        if i == 3:
+            raise ValueError("item 3")
+        time.sleep(0.001)
+        return i
+
+    with ThreadPoolExecutor(4) as pool, pytest.raises(ValueError, match="item 3"):
+        run_pulled(pool, range(10_000), work, workers=4)
+    assert len(started) < 100  # the workers stopped pulling soon after the failure
+
+
+def test_pulled_with_nothing_to_do() -> None:
+    with ThreadPoolExecutor(2) as pool:
+        run_pulled(pool, [], lambda i: i, workers=2, on_result=lambda *_: None)
