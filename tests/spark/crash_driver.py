@@ -7,8 +7,9 @@ Creates its own local session through ``committer.spark.configure`` (in-process 
 process group (this Python driver and its JVM, as a lost driver machine would) once the job
 commit has renamed ``KILL_AFTER_RENAMES`` data files into the destination.
 
-The kill switch is a wrapper this script puts around the local store's ``rename_file`` in its
-own process; no production code path knows about it.
+The kill switch is a wrapper this script puts around the local store's rename calls in its own
+process (the batch loop ``rename_run`` the job commit uses, and single ``rename_file`` calls);
+no production code path knows about it.
 """
 
 from __future__ import annotations
@@ -17,20 +18,23 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Sequence
+from typing import Any
 
+from committer.errors import StoreError
 from committer.store.local import LocalStore
 
 READY = "crash-driver: session ready"
 
 
 def install_kill_switch(kill_after: int) -> None:
-    original = LocalStore.rename_file
+    original_file, original_run = LocalStore.rename_file, LocalStore.rename_run
     lock = threading.Lock()
+    inside_run = threading.local()
     renamed = 0
 
-    def rename_file(self: LocalStore, src: str, dst: str) -> None:
+    def count(dst: str) -> None:
         nonlocal renamed
-        original(self, src, dst)
         # Data files renamed into the destination by the job commit's rename stage; not the
         # committer's own bookkeeping (journal, markers, moved-aside data).
         if "/_temporary/" in dst or "/_manifest_committer/" in dst or "/_SUCCESS" in dst:
@@ -42,7 +46,27 @@ def install_kill_switch(kill_after: int) -> None:
         sys.stdout.flush()
         os.killpg(os.getpgid(0), signal.SIGKILL)
 
+    def rename_file(self: LocalStore, src: str, dst: str) -> None:
+        original_file(self, src, dst)
+        if not getattr(inside_run, "active", False):
+            count(dst)
+
+    def rename_run(self: LocalStore, entries: Sequence[tuple[str, str, Any, Any]],
+                   start: int) -> tuple[int, StoreError | None]:
+        # One entry per call into the real loop, so the kill lands between two renames.
+        inside_run.active = True
+        try:
+            for i in range(start, len(entries)):
+                reached, err = original_run(self, entries[: i + 1], i)
+                if err is not None:
+                    return reached, err
+                count(entries[i][1])
+        finally:
+            inside_run.active = False
+        return len(entries), None
+
     LocalStore.rename_file = rename_file  # type: ignore[method-assign]
+    LocalStore.rename_run = rename_run  # type: ignore[method-assign]
 
 
 def main(argv: list[str]) -> int:
