@@ -237,7 +237,8 @@ def _hadoop_manifest(shape: Shape, params: dict[str, Any]) -> dict[str, Any]:
 def _engine_as_before() -> None:
     """The engine as it was before its local-disk tuning (for a before/after in one run): no
     pruning of emptied task trees during the renames, ``rename_file`` per entry (a shared
-    statistics lock and limiter check per file), 2 x io_threads manifests loaded at once."""
+    statistics lock and limiter check per file), 2 x io_threads manifests read and parsed at
+    once on the pool."""
     from committer.store.managed import ManagedStore
 
     def rename_each(self: ManagedStore, entries: Any) -> None:
@@ -246,10 +247,15 @@ def _engine_as_before() -> None:
 
     ManagedStore.prunes_empty_dirs = property(lambda self: False)  # type: ignore[method-assign,assignment]
     ManagedStore._rename_each = rename_each  # type: ignore[method-assign]
-    # and as many manifests loaded at once as before, 2 x io_threads, on local disk too
+    # and manifests parsed on the pool as before, 2 x io_threads at once, on local disk too
     from committer.job import load_manifests
+    from committer.parallel import prefetched
 
-    load_manifests.load_window = lambda store, config: 2 * config.io_threads
+    def loaded_on_pool(executor: Any, work: Any, loader: Any, window: int) -> Any:
+        return prefetched(executor, work, loader.load, window=window)
+
+    load_manifests.load_window = lambda store, layout, config: 2 * config.io_threads
+    load_manifests.loaded_manifests = loaded_on_pool
 
 
 def main(argv: list[str]) -> int:

@@ -8,7 +8,8 @@ the work already in flight has finished (no thread is left touching the store be
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+from collections import deque
+from collections.abc import Callable, Generator, Iterable
 from concurrent.futures import FIRST_COMPLETED, FIRST_EXCEPTION, Executor, Future, wait
 from typing import TypeVar
 
@@ -114,6 +115,32 @@ def run_pulled(
         fut.result()  # a worker's own failure outside ``work`` (none expected)
     if errors:
         raise errors[0]
+
+
+def prefetched(executor: Executor, items: Iterable[T], fetch: Callable[[T], R], *,
+               window: int) -> Generator[tuple[T, R], None, None]:
+    """``(item, fetch(item))`` for every item, in order, with up to ``window`` fetches running
+    ahead on the pool: for work that waits (reads) feeding work that holds the GIL, done by the
+    caller as it consumes. A failed fetch is raised when its turn comes, after the fetches
+    still running have finished; so is leaving the loop early (no thread is left behind)."""
+    ahead: deque[tuple[T, Future[R]]] = deque()
+    it = iter(items)
+    try:
+        while True:
+            while len(ahead) < max(1, window):
+                try:
+                    item = next(it)
+                except StopIteration:
+                    break
+                ahead.append((item, executor.submit(fetch, item)))
+            if not ahead:
+                return
+            item, fut = ahead.popleft()
+            yield item, fut.result()
+    finally:
+        for _, fut in ahead:
+            fut.cancel()
+        wait([fut for _, fut in ahead])
 
 
 class Counter:

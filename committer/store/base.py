@@ -171,5 +171,10 @@ class Store(ABC):
                 else:
                     yield st
 
+    def reads_wait(self, path: str) -> bool:
+        """Whether reading files under ``path`` may wait on a network or device, so that
+        reading many ahead on threads pays. Remote stores: always."""
+        return True
+
     def close(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
         """Release connections and threads."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import re
 import shutil
 import stat as statmod
 from collections.abc import Iterator, Sequence
@@ -73,6 +74,40 @@ def _open_common_dir(paths: list[str] | Sequence[str]) -> tuple[int, int] | None
     except (OSError, ValueError):
         return None
     return fd, len(root)
+
+
+# Filesystems whose reads of cached files never wait on a network: for these, reading ahead on
+# threads only adds hand-offs (see ``LocalStore.reads_wait``). Anything else (nfs, cifs, fuse,
+# lustre, ceph, ...) is assumed to wait.
+_LOCAL_FS_TYPES = frozenset({
+    "ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "zfs", "bcachefs", "jfs", "reiserfs",
+    "tmpfs", "ramfs", "overlay",
+})
+
+
+_OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")
+
+
+def filesystem_type(path: str, mounts_file: str = "/proc/self/mounts") -> str | None:
+    """The type of the filesystem holding ``path`` (the longest mount point above it), or
+    ``None`` when the mount table cannot be read."""
+    target = os.path.realpath(path)
+    best, best_type = "", None
+    try:
+        with open(mounts_file, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        # the mount table escapes spaces, tabs, newlines and backslashes as octal
+        point = _OCTAL_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), fields[1])
+        inside = target == point or target.startswith(point.rstrip("/") + "/")
+        if inside and len(point) >= len(best):
+            best, best_type = point, fields[2]
+    return best_type
 
 
 def file_etag(st: os.stat_result) -> str:
@@ -206,6 +241,12 @@ class LocalStore(Store):
             os.close(sfd)
             os.close(dfd)
         return len(entries), None
+
+    def reads_wait(self, path: str) -> bool:
+        """False on a filesystem of this machine's own disks or memory, where a read of a
+        manifest is one system call; true on a network filesystem (a cluster's shared
+        destination), where reads ahead on threads hide the round trips."""
+        return filesystem_type(local_path(path)) not in _LOCAL_FS_TYPES
 
     def rmdir_run(self, paths: Sequence[str]) -> int:
         """``rmdir`` each path in order (children first), skipping any that is missing, not

@@ -186,6 +186,11 @@ class ManagedStore:
     def remove_dir_if_empty(self, path: str) -> bool:
         return self.call(st.OP_DELETE, lambda: self.backend.remove_dir_if_empty(path))
 
+    def reads_wait(self, path: str) -> bool:
+        """Whether reads under ``path`` may wait (a remote or network store, or a rate limit
+        here): then reading ahead on threads pays (see ``Store.reads_wait``)."""
+        return self.limiter is not None or self.backend.reads_wait(path)
+
     def read_bytes(self, path: str, limit: int | None = None) -> bytes:
         return self.call(st.OP_READ_FILE, lambda: self.backend.read_bytes(path, limit))
 

@@ -1,4 +1,4 @@
-"""The two ways stages spread work over the commit's pool: every item done once, results on
+"""The ways stages spread work over the commit's pool: every item done once, results on
 the calling thread, the first failure stopping further work and re-raised."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from committer.parallel import run_parallel, run_pulled
+from committer.parallel import prefetched, run_parallel, run_pulled
 
 
 @pytest.mark.parametrize("runner", ["pulled", "windowed"])
@@ -52,3 +52,64 @@ def test_pulled_stops_at_the_first_failure() -> None:
 def test_pulled_with_nothing_to_do() -> None:
     with ThreadPoolExecutor(2) as pool:
         run_pulled(pool, [], lambda i: i, workers=2, on_result=lambda *_: None)
+
+
+def test_prefetched_yields_every_item_in_order_with_reads_ahead() -> None:
+    running = 0
+    most = 0
+    lock = threading.Lock()
+
+    def fetch(i: int) -> int:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        time.sleep(0.002)
+        with lock:
+            running -= 1
+        return i * 3
+
+    with ThreadPoolExecutor(8) as pool:
+        got = list(prefetched(pool, range(200), fetch, window=4))
+    assert got == [(i, i * 3) for i in range(200)]
+    assert 1 < most <= 4
+
+
+def test_prefetched_raises_a_failed_fetch_in_its_turn_and_leaves_no_fetch_running() -> None:
+    finished: list[int] = []
+
+    def fetch(i: int) -> int:
+        if i == 5:
+            raise ValueError("item 5")
+        time.sleep(0.005)
+        finished.append(i)
+        return i
+
+    consumed: list[int] = []
+    with ThreadPoolExecutor(4) as pool:
+        with pytest.raises(ValueError, match="item 5"):
+            for item, _ in prefetched(pool, range(1000), fetch, window=4):
+                consumed.append(item)
+        settled = len(finished)
+        time.sleep(0.05)
+        assert len(finished) == settled  # nothing was still running behind the caller
+    assert consumed == [0, 1, 2, 3, 4]
+    assert settled < 20
+
+
+def test_prefetched_left_early_waits_for_the_fetches_in_flight() -> None:
+    finished: list[int] = []
+
+    def fetch(i: int) -> int:
+        time.sleep(0.01)
+        finished.append(i)
+        return i
+
+    with ThreadPoolExecutor(4) as pool:
+        gen = prefetched(pool, range(100), fetch, window=4)
+        assert next(gen) == (0, 0)
+        gen.close()
+        settled = len(finished)
+        time.sleep(0.05)
+        assert len(finished) == settled
+    assert settled <= 5

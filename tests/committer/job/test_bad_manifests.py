@@ -194,6 +194,16 @@ CASES: dict[str, tuple[Mutation, str]] = {
 }
 
 
+@pytest.fixture(autouse=True, params=["read inline", "read ahead"])
+def reads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both ways of loading: read and checked on the calling thread (local disk), and read
+    ahead on the pool (object stores, network filesystems): the same verdicts."""
+    from committer.store.local import LocalStore
+
+    waits = request.param == "read ahead"
+    monkeypatch.setattr(LocalStore, "reads_wait", lambda self, path: waits)
+
+
 @pytest.fixture
 def ctx(tmp_path: Path) -> Ctx:
     root = tmp_path

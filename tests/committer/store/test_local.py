@@ -185,3 +185,33 @@ def test_rmdir_run_removes_only_empty_directories(store: LocalStore, tmp_path: P
     assert sorted(p.name for p in attempt.iterdir()) == ["p=2"]
     assert store.rmdir_run([str(attempt / "p=2" / "left")]) == 0  # a file: left alone
     assert store.rmdir_run([]) == 0
+
+
+def test_filesystem_type_takes_the_deepest_mount_above_the_path(tmp_path: Path) -> None:
+    mounts = tmp_path / "mounts"
+    mounts.write_text(
+        "/dev/sda1 / ext4 rw 0 0\n"
+        "server:/export /mnt/shared nfs4 rw 0 0\n"
+        "tmpfs /mnt/shared/scratch\\040space tmpfs rw 0 0\n"
+        "garbage\n"
+    )
+    from committer.store.local import filesystem_type
+
+    def fs(path: str) -> str | None:
+        return filesystem_type(path, str(mounts))
+
+    assert fs("/home/x") == "ext4"
+    assert fs("/mnt/shared/out/_temporary") == "nfs4"
+    assert fs("/mnt/sharedother") == "ext4"  # a prefix of the name is not a mount above it
+    assert fs("/mnt/shared/scratch space/x") == "tmpfs"
+    assert filesystem_type("/x", str(tmp_path / "no such table")) is None
+
+
+def test_reads_wait_on_network_filesystems_only(store: LocalStore, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from committer.store import local
+
+    for kind, waits in (("ext4", False), ("tmpfs", False), ("nfs4", True),
+                        ("fuse.sshfs", True), (None, True)):
+        monkeypatch.setattr(local, "filesystem_type", lambda path, kind=kind: kind)
+        assert store.reads_wait(str(tmp_path)) is waits, kind

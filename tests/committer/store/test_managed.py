@@ -176,3 +176,10 @@ def test_rate_limiter_is_shared_by_threads() -> None:
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda _: limiter.acquire(), range(300)))
     assert time.monotonic() - t0 >= 0.45  # 200 burst + 100 at 200/s
+
+
+def test_reads_wait_under_a_rate_limit_even_on_local_disk(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(LocalStore, "reads_wait", lambda self, path: False)
+    assert not ManagedStore(LocalStore(), fast_config()).reads_wait(str(tmp_path))
+    assert ManagedStore(LocalStore(), fast_config(io_rate_limit=50)).reads_wait(str(tmp_path))
