@@ -41,6 +41,35 @@ def _load_renameat2() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
 
 _renameat2 = _load_renameat2()
 
+try:  # the C loops (setup.py builds them where a compiler is present)
+    from committer.store import _native
+except ImportError:
+    _native = None  # type: ignore[assignment]
+
+
+def _rename_loop(sfd: int, srcs: list[bytes], dfd: int, dsts: list[bytes]) -> tuple[int, int]:
+    """``renameat2(RENAME_NOREPLACE)`` of each pair relative to the two directories, in order,
+    until one fails: ``(how many succeeded, errno of the failure or 0)``."""
+    if _native is not None:
+        return _native.rename_run(sfd, srcs, dfd, dsts, _RENAME_NOREPLACE)
+    fn, noreplace = _renameat2, _RENAME_NOREPLACE
+    assert fn is not None
+    for i, (s, d) in enumerate(zip(srcs, dsts, strict=True)):
+        if fn(sfd, s, dfd, d, noreplace) != 0:
+            return i, ctypes.get_errno()
+    return len(srcs), 0
+
+
+def _rmdir_each(fd: int | None, paths: list[str] | list[bytes]) -> int:
+    removed = 0
+    for path in paths:
+        try:
+            os.rmdir(path, dir_fd=fd)
+        except (OSError, ValueError):
+            continue
+        removed += 1
+    return removed
+
 
 def local_path(location: str) -> str:
     """``file:///x`` or ``file:/x`` -> ``/x``; plain paths unchanged."""
@@ -205,13 +234,13 @@ class LocalStore(Store):
     def rename_run(self, entries: Sequence[tuple[str, str, Any, Any]],
                    start: int) -> tuple[int, StoreError | None]:
         """The job commit's rename loop: one ``renameat2`` per entry and nothing else. The work
-        is one system call per file, so per-file costs show directly as lost throughput: no
-        per-file Python beyond the call, and paths relative to the batch's common source and
-        destination directories, opened once, so the kernel walks two components per path
-        instead of a dozen (on tmpfs a fifth less system time). The first failure stops the
-        loop and is handed back, translated."""
-        fn = _renameat2
-        if fn is None or type(self).rename_file is not LocalStore.rename_file:
+        is one system call per file, so per-file costs show directly as lost throughput: paths
+        relative to the batch's common source and destination directories, opened once (the
+        kernel walks two components per path instead of a dozen: on tmpfs a fifth less system
+        time), and the loop itself in C with the GIL released once per batch where the
+        ``_native`` module was built (else a ctypes call per entry, each taking and dropping
+        the GIL). The first failure stops the loop and is handed back, translated."""
+        if _renameat2 is None or type(self).rename_file is not LocalStore.rename_file:
             return super().rename_run(entries, start)  # a subclass's own rename_file counts
         todo = entries[start:]
         srcs, dsts = [e[0] for e in todo], [e[1] for e in todo]
@@ -224,54 +253,46 @@ class LocalStore(Store):
                     os.close(root[0])
             return super().rename_run(entries, start)
         (sfd, cut_s), (dfd, cut_d) = src_root, dst_root
-        encode, noreplace = os.fsencode, _RENAME_NOREPLACE
-        i = 0
+        encode = os.fsencode
         try:
-            for i, (src, dst) in enumerate(zip(srcs, dsts, strict=True)):
-                if fn(sfd, encode(src[cut_s:]), dfd, encode(dst[cut_d:]), noreplace) == 0:
-                    continue
-                err = ctypes.get_errno()
-                if err not in (errno.EINVAL, errno.ENOSYS):
-                    return start + i, self._rename_error(OSError(err, os.strerror(err)), src,
-                                                         dst)
-                self.rename_file(src, dst)  # the filesystem lacks the flag
-        except StoreError as e:
-            return start + i, e
+            rel_s = [encode(p[cut_s:]) for p in srcs]
+            rel_d = [encode(p[cut_d:]) for p in dsts]
+            done, err = _rename_loop(sfd, rel_s, dfd, rel_d)
         finally:
             os.close(sfd)
             os.close(dfd)
-        return len(entries), None
+        if err == 0:
+            return len(entries), None
+        if err in (errno.EINVAL, errno.ENOSYS):  # the filesystem lacks the flag
+            return super().rename_run(entries, start + done)
+        return start + done, self._rename_error(OSError(err, os.strerror(err)), srcs[done],
+                                                dsts[done])
+
+    def rmdir_run(self, paths: Sequence[str]) -> int:
+        """``rmdir`` each path in order (children first), skipping any that is missing, not
+        empty or not removable; returns how many were removed. Relative to the paths' common
+        directory, opened once, like :meth:`rename_run`, and in C where that was built."""
+        if not paths:
+            return 0
+        root = _open_common_dir(paths)
+        if root is None or "\0" in "".join(paths):
+            if root is not None:
+                os.close(root[0])
+            return _rmdir_each(None, list(paths))
+        fd, cut = root
+        try:
+            rel = [os.fsencode(p[cut:]) for p in paths]
+            if _native is not None:
+                return _native.rmdir_run(fd, rel)
+            return _rmdir_each(fd, rel)
+        finally:
+            os.close(fd)
 
     def reads_wait(self, path: str) -> bool:
         """False on a filesystem of this machine's own disks or memory, where a read of a
         manifest is one system call; true on a network filesystem (a cluster's shared
         destination), where reads ahead on threads hide the round trips."""
         return filesystem_type(local_path(path)) not in _LOCAL_FS_TYPES
-
-    def rmdir_run(self, paths: Sequence[str]) -> int:
-        """``rmdir`` each path in order (children first), skipping any that is missing, not
-        empty or not removable; returns how many were removed. Relative to the paths' common
-        directory, opened once, like :meth:`rename_run`."""
-        if not paths:
-            return 0
-        root = _open_common_dir(paths)
-        fd: int | None = None
-        cut = 0
-        if root is not None:
-            fd, cut = root
-        rmdir = os.rmdir
-        removed = 0
-        try:
-            for path in paths:
-                try:
-                    rmdir(path[cut:], dir_fd=fd)
-                except (OSError, ValueError):
-                    continue
-                removed += 1
-        finally:
-            if fd is not None:
-                os.close(fd)
-        return removed
 
     def _rename_error(self, e: OSError, s: str, d: str) -> StoreError:
         if e.errno == errno.EEXIST:

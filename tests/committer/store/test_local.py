@@ -11,9 +11,23 @@ from committer.errors import PathExistsError, PathNotFoundError, StoreError
 from committer.store.local import LocalStore, local_path
 
 
-@pytest.fixture
-def store() -> LocalStore:
+@pytest.fixture(params=["native loops", "ctypes loops"])
+def store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> LocalStore:
+    """Every test on both builds of the local loops: the C module, and the ctypes fallback
+    of a machine that had no compiler."""
+    from committer.store import local
+
+    if request.param == "ctypes loops":
+        monkeypatch.setattr(local, "_native", None)
+    else:
+        assert _native_built(), "committer/store/_native.c was not built"
     return LocalStore()
+
+
+def _native_built() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("committer.store._native") is not None
 
 
 def test_local_path_accepts_file_uris() -> None:
@@ -173,6 +187,52 @@ def test_rename_run_with_unrelated_paths_and_file_uris(store: LocalStore, tmp_pa
                (f"file:{tmp_path}/x/b", str(tmp_path / "b2"), 0, None)]
     assert store.rename_run(entries, 0) == (2, None)
     assert (tmp_path / "x" / "a2").read_bytes() == b"a" and (tmp_path / "b2").read_bytes() == b"b"
+
+
+def test_rename_run_falls_back_where_the_filesystem_lacks_the_no_replace_flag(
+        store: LocalStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from committer.store import local
+
+    for name in ("a", "b", "c"):
+        (tmp_path / name).write_bytes(name.encode())
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "c").write_bytes(b"older")
+    real = local._rename_loop
+
+    def first_then_einval(sfd: int, srcs: list[bytes], dfd: int,
+                          dsts: list[bytes]) -> tuple[int, int]:
+        done, err = real(sfd, srcs[:1], dfd, dsts[:1])
+        return (done, err) if err else (1, errno.EINVAL)
+
+    monkeypatch.setattr(local, "_rename_loop", first_then_einval)
+    entries = [(str(tmp_path / n), str(tmp_path / "out" / n), 1, None) for n in ("a", "b", "c")]
+    reached, error = store.rename_run(entries, 0)
+    # the rest went through rename_file (link + unlink never replaces either)
+    assert reached == 2 and isinstance(error, PathExistsError)
+    assert [(tmp_path / "out" / n).read_bytes() for n in ("a", "b", "c")] == [b"a", b"b", b"older"]
+    assert (tmp_path / "c").exists()
+
+
+def test_native_loops_refuse_what_they_cannot_pass_to_the_kernel(tmp_path: Path) -> None:
+    assert _native_built(), "committer/store/_native.c was not built"
+    from committer.store import _native as native
+
+    fd = os.open(tmp_path, os.O_PATH | os.O_DIRECTORY)
+    try:
+        with pytest.raises(ValueError, match="NUL"):
+            native.rename_run(fd, [b"a\0b"], fd, [b"c"], 1)
+        with pytest.raises(TypeError):
+            native.rename_run(fd, ["a"], fd, [b"c"], 1)  # type: ignore[list-item]
+        with pytest.raises(ValueError, match="length"):
+            native.rename_run(fd, [b"a"], fd, [], 1)
+        with pytest.raises(ValueError, match="NUL"):
+            native.rmdir_run(fd, [b"x\0"])
+        assert native.rename_run(fd, [], fd, [], 1) == (0, 0)
+        assert native.rmdir_run(fd, []) == 0
+    finally:
+        os.close(fd)
 
 
 def test_rmdir_run_removes_only_empty_directories(store: LocalStore, tmp_path: Path) -> None:
