@@ -59,7 +59,13 @@ from xml.sax.saxutils import escape
 from aiohttp import web
 
 from committer.testing.emulators import AZURITE_ACCOUNT, AZURITE_KEY
-from committer.testing.http_stub import FaultPlan, RecordedRequest, ThreadedServer, drop_connection
+from committer.testing.http_stub import (
+    FaultPlan,
+    RecordedRequest,
+    StubService,
+    ThreadedServer,
+    drop_connection,
+)
 
 __all__ = ["AdlsStub", "StubNode", "adls_stub"]
 
@@ -110,7 +116,7 @@ def _split_path(raw_path: str) -> list[str]:
     return [unquote(p) for p in raw.lstrip("/").split("/")]
 
 
-class AdlsStub:
+class AdlsStub(StubService):
     """An in-memory storage account served on two ports of 127.0.0.1 (Blob and DFS)."""
 
     def __init__(self, *, hierarchical: bool = True, account_info_allowed: bool = True,
@@ -130,20 +136,7 @@ class AdlsStub:
         dfs.router.add_route("*", "/{tail:.*}", self._handle_dfs)
         self._server = ThreadedServer({"blob": blob, "dfs": dfs}, "adls-stub")
 
-    # -- lifecycle and access ------------------------------------------------------------------
-
-    def start(self) -> AdlsStub:
-        self._server.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.stop()
-
-    def __enter__(self) -> AdlsStub:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    # -- access -----------------------------------------------------------------------------------
 
     @property
     def blob_endpoint(self) -> str:

@@ -42,7 +42,13 @@ import aiohttp
 from aiohttp import web
 from yarl import URL
 
-from committer.testing.http_stub import FaultPlan, RecordedRequest, ThreadedServer, drop_connection
+from committer.testing.http_stub import (
+    FaultPlan,
+    RecordedRequest,
+    StubService,
+    ThreadedServer,
+    drop_connection,
+)
 
 __all__ = ["GcsMoveProxy", "gcs_move_proxy"]
 
@@ -122,7 +128,7 @@ def _op_of(method: str, path: str, query: Mapping[str, str]) -> str:
     return "other"
 
 
-class GcsMoveProxy:
+class GcsMoveProxy(StubService):
     """A reverse proxy to fake-gcs-server that implements the objects move API."""
 
     def __init__(self, upstream: str) -> None:
@@ -138,20 +144,7 @@ class GcsMoveProxy:
         self._server = ThreadedServer({"gcs": app}, "gcs-move-proxy")
         self._server.on_stop.append(self._close_session)
 
-    # -- lifecycle and access ------------------------------------------------------------------
-
-    def start(self) -> GcsMoveProxy:
-        self._server.start()
-        return self
-
-    def stop(self) -> None:
-        self._server.stop()
-
-    def __enter__(self) -> GcsMoveProxy:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    # -- access -----------------------------------------------------------------------------------
 
     @property
     def endpoint(self) -> str:

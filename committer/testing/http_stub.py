@@ -14,7 +14,7 @@ import asyncio
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Self, TypeVar
 
 from aiohttp import web
 
@@ -169,3 +169,23 @@ class ThreadedServer:
             thread.join(_START_TIMEOUT_S)
             loop.close()
             self._loop = self._thread = None
+
+
+class StubService:
+    """What every stub built on :class:`ThreadedServer` shares: start, stop, and use as a
+    context manager (started on entry, stopped on exit). Subclasses set ``_server``."""
+
+    _server: ThreadedServer
+
+    def start(self) -> Self:
+        self._server.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.stop()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
