@@ -4,8 +4,12 @@ import sys
 
 from setuptools import Extension, setup
 
-# The local-disk rename and rmdir loops without the GIL (committer/store/_native.c). Optional:
-# a machine without a compiler installs fine and uses the ctypes loop instead.
+# Both optional: a machine without a compiler installs fine and runs the same code in Python.
+# The local-disk rename and rmdir loops without the GIL (committer/store/_native.c; Linux calls,
+# else the ctypes loop).
 native = Extension("committer.store._native", ["committer/store/_native.c"], optional=True,
                    extra_compile_args=["-O2"])
-setup(ext_modules=[native] if sys.platform.startswith("linux") else [])
+# The load stage's whole-manifest entry checks in one pass (committer/job/_checks.c).
+checks = Extension("committer.job._checks", ["committer/job/_checks.c"], optional=True,
+                   extra_compile_args=["-O2"])
+setup(ext_modules=[checks, native] if sys.platform.startswith("linux") else [checks])

@@ -9,12 +9,16 @@ its own interpreter; see ``benchmarks/trial.py`` for exactly what is timed.
   ``os.rmdir``, paths known in advance; serially, and by N threads each taking its own share of
   the tasks, for each N of ``--ceiling-threads``; and (``Nr``) the same with the calls
   relative to open directories, as the engine's own local loop makes them, so that trick is
-  not what beats the ceiling. The ceiling of a repetition is its fastest variant.
+  not what beats the ceiling.
 - **ours**: the whole ``JobCommitter.commit()``.
 
 Repetitions alternate the order (ceiling variants first, then ours; then ours first), so slow
-phases of a shared machine hit both. The ratio is computed per repetition (ours / that
-repetition's ceiling, in files per second) and reported as median and spread.
+phases of a shared machine hit both. The ceiling is the variant that is fastest over the run
+(highest median files per second); the ratio is computed per repetition (ours / that variant
+in the same repetition) and reported as median and spread. Taking instead the fastest variant
+of each repetition picks the luckiest of several noisy trials against one trial of ours (on a
+disk whose speed wanders by +-25% from trial to trial, that alone is worth 10%); that figure is
+reported too, as ``ratio_best_per_repetition``.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import argparse
 import os
 import tempfile
 import time
+from statistics import median
 from typing import Any
 
 from benchmarks.common import markdown_table, mib, quiesce, run_trial, summarize
@@ -99,14 +104,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "order": order,
                 "ceiling": ceiling,
                 "ceiling_best": best_name,
-                "ceiling_files_per_second": best,
                 "ours": ours,
-                "ratio": ours["files_per_second"] / best,
+                "ratio_best_per_repetition": ours["files_per_second"] / best,
                 "before": before,
-                "ratio_before": before["files_per_second"] / best if before else None,
             })
     finally:
         remove(shape)
+    fastest = _fastest_variant(reps)
+    for r in reps:
+        chosen = r["ceiling"][fastest]["files_per_second"]
+        r["ceiling_files_per_second"] = chosen
+        r["ratio"] = r["ours"]["files_per_second"] / chosen
+        r["ratio_before"] = r["before"]["files_per_second"] / chosen if r["before"] else None
     return {
         "suite": NAME,
         "shape": {"tasks": shape.tasks, "files_per_task": shape.files_per_task,
@@ -115,12 +124,20 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "workdir": workdir,
         "config": config,
         "repetitions": reps,
+        "ceiling_variant": fastest,
         "ratio": summarize([r["ratio"] for r in reps]),
+        "ratio_best_per_repetition": summarize([r["ratio_best_per_repetition"] for r in reps]),
         "ours_files_per_second": summarize([r["ours"]["files_per_second"] for r in reps]),
         "ceiling_files_per_second": summarize([r["ceiling_files_per_second"] for r in reps]),
         "ratio_before": summarize([r["ratio_before"] for r in reps if r["before"]]),
         "target_ratio": 0.9,
     }
+
+
+def _fastest_variant(reps: list[dict[str, Any]]) -> str:
+    """The ceiling variant with the highest median files per second over the repetitions."""
+    names: list[str] = list(reps[0]["ceiling"])
+    return max(names, key=lambda k: median(r["ceiling"][k]["files_per_second"] for r in reps))
 
 
 def _log(args: argparse.Namespace, rep: int, what: str, r: dict[str, Any]) -> None:
@@ -145,15 +162,20 @@ def report(result: dict[str, Any]) -> str:
         stage_text = " / ".join(f"{v:.2f}" for v in stages.values())
         rows.append([i, " then ".join(r["order"]), variants, r["ceiling_best"],
                      round(r["ours"]["files_per_second"]), stage_text,
-                     f"{r['ratio']:.2f}"])
+                     f"{r['ratio']:.2f}", f"{r['ratio_best_per_repetition']:.2f}"])
     lines.append(markdown_table(
-        ["rep", "order", "ceiling files/s by variant", "best", "ours files/s",
-         "ours stages s (load / mkdirs / rename / cleanup)", "ratio"], rows))
-    ratio = result["ratio"]
+        ["rep", "order", "ceiling files/s by variant", "fastest this rep", "ours files/s",
+         "ours stages s (load / mkdirs / rename / cleanup)",
+         f"ratio vs {result['ceiling_variant']}", "ratio vs fastest this rep"], rows))
+    ratio, lucky = result["ratio"], result["ratio_best_per_repetition"]
     lines += [
         "",
+        f"Ceiling: {result['ceiling_variant']}, the variant with the highest median over the "
+        "repetitions.",
         f"**Ratio ours / ceiling: median {ratio['median']:.2f}** (min {ratio['min']:.2f}, "
-        f"max {ratio['max']:.2f}); target >= {result['target_ratio']}.",
+        f"max {ratio['max']:.2f}); target >= {result['target_ratio']}. Against the fastest "
+        f"variant of each repetition instead: median {lucky['median']:.2f} "
+        f"(min {lucky['min']:.2f}, max {lucky['max']:.2f}).",
         f"Ours: median {result['ours_files_per_second']['median']:,.0f} files/s; ceiling: "
         f"median {result['ceiling_files_per_second']['median']:,.0f} files/s.",
         *([f"Engine before tuning, same run: median ratio "

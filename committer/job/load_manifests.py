@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from committer.config import CommitterConfig
 from committer.errors import FormatError, StoreError, UntrustedManifestError
@@ -29,6 +30,7 @@ from manifest_schema import iter_dir_entries, iter_file_entries, parse_document
 
 STAGE = "load_manifests"
 PROBLEMS_PER_MANIFEST = 50
+_DEST, _SIZE = itemgetter(1), itemgetter(2)
 
 
 def list_manifests(store: ManagedStore, layout: JobLayout) -> dict[str, str]:
@@ -104,7 +106,7 @@ class _ManifestLoader:
             out.entries = fast
             out.directories = dirs
             out.dest_uris = [f["d"] for f in doc["files"][: self.config.success_file_names]]
-            size = sum(e[2] for e in fast)
+            size = sum(map(_SIZE, fast))
             out.summary = TaskSummary(task_id, attempt_id, path, len(fast), size, len(data))
             return out
         check_source, check_dest = self.checker.source, self.checker.destination
@@ -216,7 +218,7 @@ def load_manifests(
         found = loaded.directories
         for loc in found.keys() - plan.directories.keys():  # most tasks add none
             plan.directories[loc] = found[loc]
-        dests = [e[1] for e in loaded.entries]
+        dests = list(map(_DEST, loaded.entries))
         mine = set(map(hash, dests))
         if len(mine) != len(dests):  # two destinations of this manifest share a hash
             suspects.update(h for h, n in Counter(map(hash, dests)).items() if n > 1)

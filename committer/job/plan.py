@@ -15,11 +15,13 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 # (source location, destination location, size, etag)
 RenameEntry = tuple[str, str, int, str | None]
 
 CHUNK_FILES = 1000
+_SIZE = itemgetter(2)
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,7 @@ class RenamePlan:
     def add(self, task_id: str, entries: list[RenameEntry]) -> None:
         if not entries:
             return
-        size = sum(e[2] for e in entries)
+        size = sum(map(_SIZE, entries))
         pieces = [entries[i : i + CHUNK_FILES] for i in range(0, len(entries), CHUNK_FILES)]
         with self._lock:
             self.files += len(entries)

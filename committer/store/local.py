@@ -71,6 +71,27 @@ def _rmdir_each(fd: int | None, paths: list[str] | list[bytes]) -> int:
     return removed
 
 
+def _read_within(f: Any, limit: int, path: str) -> bytes:
+    """All of the unbuffered file ``f``, refusing it once it proves larger than ``limit``. Reads
+    are sized by the file, never by the limit: ``read(limit + 1)`` allocates the whole limit
+    first (256 MiB for a manifest), which made reading a thousand small manifests six times
+    slower than the reads themselves."""
+    size = os.fstat(f.fileno()).st_size
+    parts: list[bytes] = []
+    total = 0
+    want = min(size, limit) + 1  # one more: a file grown since fstat shows, and is read on
+    while True:
+        chunk = f.read(want)
+        if not chunk:
+            break
+        parts.append(chunk)
+        total += len(chunk)
+        if total > limit:
+            raise StoreError(f"file is larger than the limit of {limit} bytes: {path}", path)
+        want = min(1 << 20, limit + 1 - total)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
 def local_path(location: str) -> str:
     """``file:///x`` or ``file:/x`` -> ``/x``; plain paths unchanged."""
     if location.startswith("file:"):
@@ -348,17 +369,14 @@ class LocalStore(Store):
     def read_bytes(self, path: str, limit: int | None = None) -> bytes:
         p = local_path(path)
         try:
-            with open(p, "rb") as f:
+            with open(p, "rb", buffering=0) as f:
                 if limit is None:
-                    return f.read()
-                data = f.read(limit + 1)
+                    return f.readall()
+                return _read_within(f, limit, p)
         except IsADirectoryError:
             raise StoreError(f"is a directory, not a file: {p}", p) from None
         except OSError as e:
             raise translate(e, p) from None
-        if len(data) > limit:
-            raise StoreError(f"file is larger than the limit of {limit} bytes: {p}", p)
-        return data
 
     def open_write(self, path: str) -> BinaryIO:
         p = local_path(path)

@@ -1,16 +1,38 @@
 """The whole-manifest check (``plain_files`` / ``plain_directories``) against the entry-by-entry
 one: it may decline anything, but what it accepts the entry-by-entry check accepts too, with the
-same locations, and it does accept ordinary manifests (else the fast path would never run)."""
+same locations, and it does accept ordinary manifests (else the fast path would never run).
+
+Every test runs twice: with the C module ``_checks`` answering first (as installed), and with
+the Python version alone; and the C answers are compared with the Python ones directly."""
 
 from __future__ import annotations
 
+import importlib.util
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
+from committer.job import untrusted
 from committer.job.untrusted import EntryChecker
 from manifest_schema.uris import location_to_uri
+
+
+def _c_built() -> bool:
+    return importlib.util.find_spec("committer.job._checks") is not None
+
+
+@pytest.fixture(autouse=True, params=["c", "python"])
+def implementation(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+                   ) -> Iterator[str]:
+    if request.param == "python":
+        monkeypatch.setattr(untrusted, "_checks", None)
+    else:
+        assert _c_built(), "committer/job/_checks.c was not built"
+        assert vars(untrusted)["_checks"] is not None
+    yield request.param
 
 DEST = "/data/out table"  # a space: URIs of it are escaped, so the fast path must decline
 PLAIN_DEST = "/data/out"
@@ -49,11 +71,13 @@ def manifests(draw: hs.DrawFn) -> tuple[str, list[Any]]:
             "s": _uri(draw(hs.sampled_from([own, dest + "/"])), rel_s, raw),
             "d": _uri(draw(hs.sampled_from([dest + "/", dest + "2/", "/elsewhere/"])), rel_d,
                       raw),
-            "z": draw(hs.one_of(hs.integers(-1, 10), hs.sampled_from([True, "5", 1.0]))),
+            "z": draw(hs.one_of(hs.integers(-1, 10), hs.sampled_from([True, "5", 1.0, None]),
+                                hs.integers(2**62, 2**70), hs.integers(-(2**70), -(2**62)))),
         }
         if draw(hs.booleans()):
             entry["e"] = draw(hs.one_of(hs.text(max_size=4), hs.integers()))
-        files.append(draw(hs.sampled_from([entry, entry, entry, dict(entry, s=None), [1]])))
+        files.append(draw(hs.sampled_from([entry, entry, entry, dict(entry, s=None), [1],
+                                           {k: v for k, v in entry.items() if k != "d"}])))
     if n > 1 and draw(hs.booleans()):
         files.append(files[0])  # a duplicate entry
     return dest, files
@@ -138,3 +162,100 @@ def test_unusual_manifests_are_left_to_the_entry_by_entry_check() -> None:
         assert checker.plain_files(files, ATTEMPT) is None, (src_rel, dst_rel)
     assert checker.plain_files([], ATTEMPT) is None
     assert checker.plain_files(None, ATTEMPT) is None
+
+
+def _python_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(untrusted, "_checks", None)
+
+
+@settings(max_examples=400, deadline=None)
+@given(manifests())
+def test_c_files_answer_as_python_or_decline(case: tuple[str, list[Any]]) -> None:
+    # the fixture's parameter does not matter here: both are called directly
+    assert _c_built()
+    from committer.job import _checks
+
+    dest, files = case
+    checker = _checker(dest)
+    with pytest.MonkeyPatch.context() as mp:
+        _python_only(mp)
+        expected = checker.plain_files(files, ATTEMPT)
+    own = f"{checker.tasks_prefix}{ATTEMPT}/"
+    own_uri, dest_uri = untrusted._uri_prefix(own), checker._dest_uri
+    if own_uri is None or dest_uri is None:
+        return  # plain_files declines before asking the C module
+    got = _checks.files(files, own_uri, dest_uri, own, checker.dest_prefix, untrusted._RESERVED)
+    assert got is None or got == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(dest=hs.sampled_from([PLAIN_DEST, DEST, "abfs://c@a.dfs.core.windows.net/t"]),
+       rels=hs.lists(RELS, max_size=5),
+       statuses=hs.lists(hs.one_of(hs.integers(-1, 6), hs.just(None)), min_size=5, max_size=5),
+       levels=hs.lists(hs.one_of(hs.integers(-1, 4), hs.just(True), hs.integers(2**63)),
+                       min_size=5, max_size=5),
+       raw=hs.booleans(), with_root=hs.booleans(), missing=hs.sampled_from(["", "t", "l"]))
+def test_c_directories_answer_as_python_or_decline(
+        dest: str, rels: list[str], statuses: list[Any], levels: list[Any], raw: bool,
+        with_root: bool, missing: str) -> None:
+    assert _c_built()
+    from committer.job import _checks
+
+    checker = EntryChecker(dest, dest + "/_temporary/manifest_j/00/tasks")
+    dirs: list[dict[str, Any]] = [
+        {k: v for k, v in {"d": _uri(dest + "/", r, raw), "t": t, "l": lvl}.items()
+         if k != missing}
+        for r, t, lvl in zip(rels, statuses, levels, strict=False)]
+    if with_root:
+        dirs.append({"d": location_to_uri(dest), "t": 3, "l": 0})
+    with pytest.MonkeyPatch.context() as mp:
+        _python_only(mp)
+        expected = checker.plain_directories(dirs)
+    dest_uri, root_uri = checker._dest_uri, checker._root_uri
+    if dest_uri is None or root_uri is None:
+        return
+    got = _checks.directories(dirs, dest_uri, root_uri, checker.dest_prefix,
+                              untrusted._DIR_STATUSES, untrusted._RESERVED)
+    assert got is None or got == expected
+
+
+def test_c_checks_answer_for_ordinary_manifests() -> None:
+    # else the C module would never be what answers, and the Python version would do the work
+    assert _c_built()
+    from committer.job import _checks
+
+    checker = _checker(PLAIN_DEST)
+    own = f"{TASKS}/{ATTEMPT}/"
+    own_uri, dest_uri = location_to_uri(own), location_to_uri(PLAIN_DEST + "/")
+    files = [{"s": f"{own_uri}p={k}/f{k}", "d": f"{dest_uri}p={k}/f{k}", "z": k, "e": "x"}
+             for k in range(10)]
+    assert _checks.files(files, own_uri, dest_uri, own, checker.dest_prefix,
+                         untrusted._RESERVED) == [
+        (f"{own}p={k}/f{k}", f"{PLAIN_DEST}/p={k}/f{k}", k, "x") for k in range(10)]
+    dirs = [{"d": f"{dest_uri}p={k}", "l": 1} for k in range(10)] + [{"d": f"{dest_uri}p=0"}]
+    assert _checks.directories(dirs, dest_uri, location_to_uri(PLAIN_DEST), checker.dest_prefix,
+                               untrusted._DIR_STATUSES, untrusted._RESERVED) == {
+        f"{PLAIN_DEST}/p={k}": 1 for k in range(10)}
+
+
+def test_non_ascii_paths_are_left_to_python(implementation: str) -> None:
+    # object store paths are not escaped: the C module declines them, the Python version decides
+    dest = "gs://bucket/tåble"
+    checker = EntryChecker(dest, dest + "/_temporary/manifest_j/00/tasks")
+    own = f"{dest}/_temporary/manifest_j/00/tasks/{ATTEMPT}"
+    files = [{"s": f"{own}/p=ø/f{k}", "d": f"{dest}/p=ø/f{k}", "z": 1} for k in range(3)]
+    assert checker.plain_files(files, ATTEMPT) == [
+        (f"{own}/p=ø/f{k}", f"{dest}/p=ø/f{k}", 1, None) for k in range(3)]
+    assert checker.plain_directories([{"d": f"{dest}/p=ø", "l": 1}]) == {f"{dest}/p=ø": 1}
+
+
+def test_c_checks_refuse_wrong_arguments() -> None:
+    assert _c_built()
+    from committer.job import _checks
+
+    with pytest.raises(TypeError):
+        _checks.files([], "a")  # type: ignore[call-arg]
+    # arguments that are not ASCII strings: declined, not crashed on
+    assert _checks.files([{"s": "a/x", "d": "b/x", "z": 0}], b"a/", "b/", "a/", "b/",  # type: ignore[arg-type]
+                         ()) is None
+    assert _checks.directories([{"d": "b/x"}], "b/", "b", "b/", {0}, ["_x"]) is None  # type: ignore[arg-type]

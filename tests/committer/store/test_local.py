@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -118,6 +119,36 @@ def test_read_and_write(store: LocalStore, tmp_path: Path) -> None:
         store.read_bytes(str(tmp_path / "none"))
     with pytest.raises(StoreError, match="directory"):
         store.read_bytes(str(tmp_path / "deep"))
+    store.write_bytes(path, b"")
+    assert store.read_bytes(path, limit=0) == b""
+
+
+@pytest.mark.parametrize("size,limit,fits", [(3 << 20, 4 << 20, True), (3 << 20, 2 << 20, False),
+                                             (3 << 20, 3 << 20, True)])
+def test_read_limit_holds_for_a_file_larger_than_its_size_said(
+        tmp_path: Path, size: int, limit: int, fits: bool) -> None:
+    # A FIFO says it is empty and then delivers megabytes, like a file that grows while it is
+    # read: the read goes on past the size it was told, and still stops at the limit.
+    import threading
+
+    fifo = str(tmp_path / "pipe")
+    os.mkfifo(fifo)
+    data = os.urandom(size)
+
+    def feed() -> None:
+        with contextlib.suppress(BrokenPipeError), open(fifo, "wb") as w:  # reader may stop
+            w.write(data)
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    try:
+        if fits:
+            assert LocalStore().read_bytes(fifo, limit=limit) == data
+        else:
+            with pytest.raises(StoreError, match="larger than the limit"):
+                LocalStore().read_bytes(fifo, limit=limit)
+    finally:
+        writer.join(timeout=10)
 
 
 def test_stat_list_and_walk(store: LocalStore, tmp_path: Path) -> None:

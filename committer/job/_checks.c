@@ -1,0 +1,364 @@
+/* The whole-manifest checks of untrusted.py (EntryChecker.plain_files and plain_directories)
+ * as one pass in C.
+ *
+ * The load stage checks every entry of every manifest before anything moves; done as a dozen
+ * Python passes per manifest it was the largest part of that stage after JSON parsing. These
+ * functions answer exactly what the Python versions answer, for ASCII strings only: anything
+ * else (a non-ASCII path, a missing key, a wrong type, an unusual path) returns None, and the
+ * caller falls back to the Python checks, which decide. So this code can only ever decline
+ * more than Python does, never accept more (tests/committer/job/test_untrusted.py compares
+ * the two on generated manifests).
+ *
+ * Optional: built when a compiler is present (setup.py).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <string.h>
+
+static PyObject *KEY_s, *KEY_d, *KEY_z, *KEY_e, *KEY_t, *KEY_l;
+
+/* An exact str holding only ASCII: its characters are its bytes. */
+static int
+ascii_str(PyObject *o)
+{
+    return PyUnicode_CheckExact(o) && PyUnicode_IS_ASCII(o);
+}
+
+static int
+contains(const char *p, Py_ssize_t n, const char *word, Py_ssize_t w)
+{
+    for (Py_ssize_t i = 0; i + w <= n; i++) {
+        if (p[i] == word[0] && memcmp(p + i, word, (size_t)w) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* The rule of untrusted._all_plain for one relative path: non-empty, no empty segment (so no
+ * leading, trailing or doubled '/'), no segment starting with '.', no '%' and no NUL; with
+ * `reserved`, none of those words anywhere in it. */
+static int
+plain_rel(const char *p, Py_ssize_t n, PyObject *reserved)
+{
+    if (n == 0 || p[0] == '/' || p[0] == '.' || p[n - 1] == '/')
+        return 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        char c = p[i];
+        if (c == '%' || c == '\0')
+            return 0;
+        /* p[n - 1] is not '/', so p[i + 1] exists here */
+        if (c == '/' && (p[i + 1] == '/' || p[i + 1] == '.'))
+            return 0;
+    }
+    if (reserved != NULL) {
+        Py_ssize_t k = PyTuple_GET_SIZE(reserved);
+        for (Py_ssize_t j = 0; j < k; j++) {
+            PyObject *word = PyTuple_GET_ITEM(reserved, j);
+            if (contains(p, n, (const char *)PyUnicode_DATA(word), PyUnicode_GET_LENGTH(word)))
+                return 0;
+        }
+    }
+    return 1;
+}
+
+/* `uri` starts with the ASCII `prefix` and the rest is a plain relative path: its offset,
+ * else -1. */
+static Py_ssize_t
+plain_under(PyObject *uri, PyObject *prefix, PyObject *reserved)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(uri), k = PyUnicode_GET_LENGTH(prefix);
+    const char *u = (const char *)PyUnicode_DATA(uri);
+    if (n < k || memcmp(u, PyUnicode_DATA(prefix), (size_t)k) != 0)
+        return -1;
+    return plain_rel(u + k, n - k, reserved) ? k : -1;
+}
+
+/* ASCII `prefix` + uri[cut:] as a new str. */
+static PyObject *
+rebase(PyObject *prefix, PyObject *uri, Py_ssize_t cut)
+{
+    Py_ssize_t k = PyUnicode_GET_LENGTH(prefix), rest = PyUnicode_GET_LENGTH(uri) - cut;
+    PyObject *out = PyUnicode_New(k + rest, 127);
+    if (out == NULL)
+        return NULL;
+    char *p = (char *)PyUnicode_DATA(out);
+    memcpy(p, PyUnicode_DATA(prefix), (size_t)k);
+    memcpy(p + k, (const char *)PyUnicode_DATA(uri) + cut, (size_t)rest);
+    return out;
+}
+
+/* An exact dict whose keys are all exact str: looking a key up in it runs no Python code (no
+ * __eq__ of a hostile key), so nothing can change the manifest while these functions hold
+ * borrowed references into it. orjson's dicts always are. */
+static int
+plain_dict(PyObject *o)
+{
+    if (!PyDict_CheckExact(o))
+        return 0;
+    Py_ssize_t pos = 0;
+    PyObject *key, *value;
+    while (PyDict_Next(o, &pos, &key, &value)) {
+        if (!PyUnicode_CheckExact(key))
+            return 0;
+    }
+    return 1;
+}
+
+/* A value of a plain_dict: 1 found (a borrowed reference), 0 missing, -1 error. */
+static int
+get(PyObject *dict, PyObject *key, PyObject **out)
+{
+    *out = PyDict_GetItemWithError(dict, key);
+    if (*out != NULL)
+        return 1;
+    return PyErr_Occurred() ? -1 : 0;
+}
+
+/* An exact int >= 0: 1 yes, 0 no (no exception either way). */
+static int
+non_negative_int(PyObject *o)
+{
+    if (!PyLong_CheckExact(o))
+        return 0;
+    int overflow = 0;
+    long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (v == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    return overflow > 0 || (overflow == 0 && v >= 0);
+}
+
+static int
+all_ascii(PyObject *const *args, Py_ssize_t n)
+{
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!ascii_str(args[i]))
+            return 0;
+    }
+    return 1;
+}
+
+static int
+reserved_words(PyObject *reserved)
+{
+    if (!PyTuple_CheckExact(reserved))
+        return 0;
+    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(reserved); j++) {
+        PyObject *w = PyTuple_GET_ITEM(reserved, j);
+        if (!ascii_str(w) || PyUnicode_GET_LENGTH(w) == 0)
+            return 0;
+    }
+    return 1;
+}
+
+static int
+six_arguments(const char *name, Py_ssize_t nargs)
+{
+    if (nargs == 6)
+        return 1;
+    PyErr_Format(PyExc_TypeError, "%s() takes 6 arguments (%zd given)", name, nargs);
+    return 0;
+}
+
+/* Adds `o` to `set`: 1 added, 0 already there, -1 error. */
+static int
+add_new(PyObject *set, PyObject *o)
+{
+    Py_ssize_t before = PySet_GET_SIZE(set);
+    if (PySet_Add(set, o) < 0)
+        return -1;
+    return PySet_GET_SIZE(set) > before;
+}
+
+PyDoc_STRVAR(files_doc,
+"files(files, own_uri, dest_uri, own, dest_prefix, reserved, /)\n"
+"--\n\n"
+"EntryChecker.plain_files for ASCII manifests: a list of (source location, destination\n"
+"location, size, etag), or None when any entry needs the Python checks.");
+
+static PyObject *
+files(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!six_arguments("files", nargs))
+        return NULL;
+    PyObject *list = args[0], *own_uri = args[1], *dest_uri = args[2], *own = args[3],
+             *dest_prefix = args[4], *reserved = args[5];
+    if (!all_ascii(args + 1, 4) || !reserved_words(reserved) || !PyList_CheckExact(list)
+            || PyList_GET_SIZE(list) == 0)
+        Py_RETURN_NONE;
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    PyObject *out = PyList_New(n);
+    PyObject *sources = PySet_New(NULL), *dests = PySet_New(NULL);
+    if (out == NULL || sources == NULL || dests == NULL)
+        goto error;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *entry = PyList_GET_ITEM(list, i);
+        PyObject *s, *d, *z, *e;
+        if (!plain_dict(entry))
+            goto decline;
+        int rs = get(entry, KEY_s, &s), rd = get(entry, KEY_d, &d), rz = get(entry, KEY_z, &z),
+            re = get(entry, KEY_e, &e);
+        if (rs < 0 || rd < 0 || rz < 0 || re < 0)
+            goto error;
+        if (!rs || !rd || !rz)
+            goto decline;
+        if (!re)
+            e = Py_None;
+        if (!ascii_str(s) || !ascii_str(d) || !non_negative_int(z)
+                || !(e == Py_None || PyUnicode_CheckExact(e)))
+            goto decline;
+        Py_ssize_t cut_s = plain_under(s, own_uri, NULL);
+        Py_ssize_t cut_d = plain_under(d, dest_uri, reserved);
+        if (cut_s < 0 || cut_d < 0)
+            goto decline;
+        int new_s = add_new(sources, s), new_d = add_new(dests, d);
+        if (new_s < 0 || new_d < 0)
+            goto error;
+        if (!new_s || !new_d)
+            goto decline;
+        PyObject *src = rebase(own, s, cut_s);
+        PyObject *dst = src == NULL ? NULL : rebase(dest_prefix, d, cut_d);
+        if (dst == NULL) {
+            Py_XDECREF(src);
+            goto error;
+        }
+        Py_INCREF(z);
+        Py_INCREF(e);
+        PyObject *t = PyTuple_New(4);
+        if (t == NULL) {
+            Py_DECREF(src);
+            Py_DECREF(dst);
+            Py_DECREF(z);
+            Py_DECREF(e);
+            goto error;
+        }
+        PyTuple_SET_ITEM(t, 0, src);
+        PyTuple_SET_ITEM(t, 1, dst);
+        PyTuple_SET_ITEM(t, 2, z);
+        PyTuple_SET_ITEM(t, 3, e);
+        PyList_SET_ITEM(out, i, t);
+    }
+    Py_DECREF(sources);
+    Py_DECREF(dests);
+    return out;
+decline:
+    Py_DECREF(out);
+    Py_DECREF(sources);
+    Py_DECREF(dests);
+    Py_RETURN_NONE;
+error:
+    Py_XDECREF(out);
+    Py_XDECREF(sources);
+    Py_XDECREF(dests);
+    return NULL;
+}
+
+PyDoc_STRVAR(directories_doc,
+"directories(dirs, dest_uri, root_uri, dest_prefix, statuses, reserved, /)\n"
+"--\n\n"
+"EntryChecker.plain_directories for ASCII manifests: {location: level} of the directories\n"
+"to create (the first entry of a repeated one wins), or None when any entry needs the Python\n"
+"checks.");
+
+static PyObject *
+directories(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (!six_arguments("directories", nargs))
+        return NULL;
+    PyObject *list = args[0], *dest_uri = args[1], *root_uri = args[2],
+             *dest_prefix = args[3], *statuses = args[4], *reserved = args[5];
+    if (!all_ascii(args + 1, 3) || !reserved_words(reserved) || !PyList_CheckExact(list)
+            || !PyAnySet_CheckExact(statuses))
+        Py_RETURN_NONE;
+    PyObject *out = PyDict_New();
+    if (out == NULL)
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    /* types first, for every entry, as the Python check does before leaving any out */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *entry = PyList_GET_ITEM(list, i);
+        PyObject *d, *t, *l;
+        if (!plain_dict(entry))
+            goto decline;
+        int rd = get(entry, KEY_d, &d), rt = get(entry, KEY_t, &t), rl = get(entry, KEY_l, &l);
+        if (rd < 0 || rt < 0 || rl < 0)
+            goto error;
+        if (!rd || !ascii_str(d))
+            goto decline;
+        if (rt) {
+            if (!PyLong_CheckExact(t))
+                goto decline;
+            int known = PySet_Contains(statuses, t);
+            if (known < 0)
+                goto error;
+            if (!known)
+                goto decline;
+        }
+        if (rl && !non_negative_int(l))
+            goto decline;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *entry = PyList_GET_ITEM(list, i);
+        PyObject *d = PyDict_GetItemWithError(entry, KEY_d);
+        PyObject *l = PyDict_GetItemWithError(entry, KEY_l);
+        if (d == NULL || (l == NULL && PyErr_Occurred()))
+            goto error;
+        int is_root = PyUnicode_Compare(d, root_uri) == 0 || PyUnicode_Compare(d, dest_uri) == 0;
+        if (PyErr_Occurred())
+            goto error;
+        if (is_root)  /* the destination itself exists: nothing to create */
+            continue;
+        Py_ssize_t cut = plain_under(d, dest_uri, reserved);
+        if (cut < 0)
+            goto decline;
+        PyObject *loc = rebase(dest_prefix, d, cut);
+        if (loc == NULL)
+            goto error;
+        PyObject *level = l != NULL ? l : PyLong_FromLong(0);
+        if (level == NULL) {
+            Py_DECREF(loc);
+            goto error;
+        }
+        if (l != NULL)
+            Py_INCREF(level);
+        PyObject *had = PyDict_SetDefault(out, loc, level);
+        Py_DECREF(loc);
+        Py_DECREF(level);
+        if (had == NULL)
+            goto error;
+    }
+    return out;
+decline:
+    Py_DECREF(out);
+    Py_RETURN_NONE;
+error:
+    Py_DECREF(out);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"files", (PyCFunction)(void (*)(void))files, METH_FASTCALL, files_doc},
+    {"directories", (PyCFunction)(void (*)(void))directories, METH_FASTCALL, directories_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "_checks",
+    "The whole-manifest entry checks of committer.job.untrusted, in C.", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__checks(void)
+{
+    KEY_s = PyUnicode_InternFromString("s");
+    KEY_d = PyUnicode_InternFromString("d");
+    KEY_z = PyUnicode_InternFromString("z");
+    KEY_e = PyUnicode_InternFromString("e");
+    KEY_t = PyUnicode_InternFromString("t");
+    KEY_l = PyUnicode_InternFromString("l");
+    if (!KEY_s || !KEY_d || !KEY_z || !KEY_e || !KEY_t || !KEY_l)
+        return NULL;
+    return PyModule_Create(&module_def);
+}
