@@ -12,8 +12,9 @@ its own interpreter; see ``benchmarks/trial.py`` for exactly what is timed.
   not what beats the ceiling.
 - **ours**: the whole ``JobCommitter.commit()``.
 
-Repetitions alternate the order (ceiling variants first, then ours; then ours first), so slow
-phases of a shared machine hit both. The ceiling is the variant that is fastest over the run
+Each repetition runs every trial once, in an order rotated from one repetition to the next
+(with as many repetitions as trials, each trial takes every position once), so slow phases of a
+shared machine hit all of them alike. The ceiling is the variant that is fastest over the run
 (highest median files per second); the ratio is computed per repetition (ours / that variant
 in the same repetition) and reported as median and spread. Taking instead the fastest variant
 of each repetition picks the luckiest of several noisy trials against one trial of ours (on a
@@ -41,7 +42,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--tasks", type=int, default=1000)
     p.add_argument("--files-per-task", type=int, default=100)
     p.add_argument("--partitions", type=int, default=100)
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=3,
+                   help="repetitions; as many as there are trials balances their order fully")
     p.add_argument("--ceiling-threads", default="0,2,16,32,64,32r",
                    help="comma-separated thread counts of the ceiling; 0 is serial; a trailing "
                         "'r' makes the calls relative to open directories (as the engine's)")
@@ -79,29 +81,29 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     reps: list[dict[str, Any]] = []
     try:
         for rep in range(args.repeats):
-            order = ["ceiling", "ours"] if rep % 2 == 0 else ["ours", "ceiling"]
+            order = _rotation(["ours", *(["before"] if args.compare_baseline else []),
+                               *variants], rep)
             ceiling: dict[str, dict[str, Any]] = {}
             ours: dict[str, Any] = {}
             before: dict[str, Any] | None = None
             for part in order:
-                if part == "ceiling":
-                    for variant in variants:
-                        relative = variant.endswith("r")
-                        threads = int(variant.rstrip("r"))
-                        r = _trial(shape, "ceiling", {"threads": threads, "relative": relative})
-                        name = "serial" if threads == 0 else f"threads-{threads}"
-                        ceiling[name + ("-relative" if relative else "")] = r
-                        _log(args, rep, f"ceiling {name}{' relative' if relative else ''}", r)
-                else:
+                if part == "ours":
                     ours = _trial(shape, "ours", {"config": config})
                     _log(args, rep, "ours", ours)
-                    if args.compare_baseline:
-                        before = _trial(shape, "ours", {"config": config, "baseline": True})
-                        _log(args, rep, "ours (engine before tuning)", before)
+                elif part == "before":
+                    before = _trial(shape, "ours", {"config": config, "baseline": True})
+                    _log(args, rep, "ours (engine before tuning)", before)
+                else:
+                    relative = part.endswith("r")
+                    threads = int(part.rstrip("r"))
+                    r = _trial(shape, "ceiling", {"threads": threads, "relative": relative})
+                    ceiling[_variant_name(part)] = r
+                    _log(args, rep, f"ceiling {_variant_name(part)}", r)
+            ceiling = {_variant_name(v): ceiling[_variant_name(v)] for v in variants}
             best_name = max(ceiling, key=lambda k: ceiling[k]["files_per_second"])
             best = ceiling[best_name]["files_per_second"]
             reps.append({
-                "order": order,
+                "order": [p if p in ("ours", "before") else _variant_name(p) for p in order],
                 "ceiling": ceiling,
                 "ceiling_best": best_name,
                 "ours": ours,
@@ -134,6 +136,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _variant_name(variant: str) -> str:
+    threads = int(variant.rstrip("r"))
+    name = "serial" if threads == 0 else f"threads-{threads}"
+    return name + ("-relative" if variant.endswith("r") else "")
+
+
+def _rotation(trials: list[str], rep: int) -> list[str]:
+    """The order of repetition ``rep``: ``trials`` rotated by ``rep``, so over as many
+    repetitions as there are trials each takes every position once. Trials late in a
+    repetition ran measurably slower on the shared disk (set-up times grow along it too), so a
+    fixed order would favour whatever runs early."""
+    k = rep % len(trials)
+    return trials[k:] + trials[:k]
+
+
 def _fastest_variant(reps: list[dict[str, Any]]) -> str:
     """The ceiling variant with the highest median files per second over the repetitions."""
     names: list[str] = list(reps[0]["ceiling"])
@@ -152,7 +169,7 @@ def report(result: dict[str, Any]) -> str:
     lines = [
         f"{s['files']:,} files ({s['tasks']:,} tasks x {s['files_per_task']} files, "
         f"{s['partitions']} partitions; {s['task_directories']:,} task directories), "
-        f"{len(result['repetitions'])} repetitions, order alternated.",
+        f"{len(result['repetitions'])} repetitions, the order of the trials rotated.",
         "",
     ]
     rows = []
@@ -160,11 +177,12 @@ def report(result: dict[str, Any]) -> str:
         variants = ", ".join(f"{k} {v['files_per_second']:,.0f}" for k, v in r["ceiling"].items())
         stages = r["ours"].get("stages", {})
         stage_text = " / ".join(f"{v:.2f}" for v in stages.values())
-        rows.append([i, " then ".join(r["order"]), variants, r["ceiling_best"],
+        rows.append([i, f"{r['order'].index('ours') + 1} of {len(r['order'])}", variants,
+                     r["ceiling_best"],
                      round(r["ours"]["files_per_second"]), stage_text,
                      f"{r['ratio']:.2f}", f"{r['ratio_best_per_repetition']:.2f}"])
     lines.append(markdown_table(
-        ["rep", "order", "ceiling files/s by variant", "fastest this rep", "ours files/s",
+        ["rep", "ours ran", "ceiling files/s by variant", "fastest this rep", "ours files/s",
          "ours stages s (load / mkdirs / rename / cleanup)",
          f"ratio vs {result['ceiling_variant']}", "ratio vs fastest this rep"], rows))
     ratio, lucky = result["ratio"], result["ratio_best_per_repetition"]
