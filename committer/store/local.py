@@ -18,6 +18,7 @@ import re
 import shutil
 import stat as statmod
 from collections.abc import Iterator, Sequence
+from io import FileIO
 from typing import Any, BinaryIO
 
 from committer.errors import PathExistsError, PathNotFoundError, StoreError, TransientStoreError
@@ -71,7 +72,7 @@ def _rmdir_each(fd: int | None, paths: list[str] | list[bytes]) -> int:
     return removed
 
 
-def _read_within(f: Any, limit: int, path: str) -> bytes:
+def _read_within(f: FileIO, limit: int, path: str) -> bytes:
     """All of the unbuffered file ``f``, refusing it once it proves larger than ``limit``. Reads
     are sized by the file, never by the limit: ``read(limit + 1)`` allocates the whole limit
     first (256 MiB for a manifest), which made reading a thousand small manifests six times
