@@ -276,7 +276,8 @@ directories(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (out == NULL)
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(list);
-    /* types first, for every entry, as the Python check does before leaving any out */
+    /* One pass: any entry declined declines the whole list, so the order of the checks does
+     * not change the answer; the destination itself is checked for types like the rest. */
     for (Py_ssize_t i = 0; i < n; i++) {
         PyObject *entry = PyList_GET_ITEM(list, i);
         PyObject *d, *t, *l;
@@ -298,13 +299,6 @@ directories(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         if (rl && !non_negative_int(l))
             goto decline;
-    }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *entry = PyList_GET_ITEM(list, i);
-        PyObject *d = PyDict_GetItemWithError(entry, KEY_d);
-        PyObject *l = PyDict_GetItemWithError(entry, KEY_l);
-        if (d == NULL || (l == NULL && PyErr_Occurred()))
-            goto error;
         int is_root = PyUnicode_Compare(d, root_uri) == 0 || PyUnicode_Compare(d, dest_uri) == 0;
         if (PyErr_Occurred())
             goto error;
@@ -316,13 +310,11 @@ directories(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyObject *loc = rebase(dest_prefix, d, cut);
         if (loc == NULL)
             goto error;
-        PyObject *level = l != NULL ? l : PyLong_FromLong(0);
+        PyObject *level = rl ? Py_NewRef(l) : PyLong_FromLong(0);
         if (level == NULL) {
             Py_DECREF(loc);
             goto error;
         }
-        if (l != NULL)
-            Py_INCREF(level);
         PyObject *had = PyDict_SetDefault(out, loc, level);
         Py_DECREF(loc);
         Py_DECREF(level);
