@@ -36,6 +36,40 @@ def current_rss_bytes() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+_CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+class CpuMeter:
+    """CPU time over a timed part: this process's own user and system seconds, and the whole
+    machine's (``/proc/stat``) split, including *steal*, the time the hypervisor gave our
+    virtual CPUs to someone else. On a shared VM that split tells a slow trial that waited on
+    the disk (iowait, idle) from one that was starved of CPU (steal) or burnt it in the kernel."""
+
+    def __init__(self) -> None:
+        self._proc = os.times()
+        self._machine = self._read_machine()
+
+    @staticmethod
+    def _read_machine() -> list[int]:
+        try:
+            with open("/proc/stat") as f:
+                fields = f.readline().split()[1 : 1 + len(_CPU_FIELDS)]
+            return [int(x) for x in fields]
+        except (OSError, ValueError):
+            return []
+
+    def read(self) -> dict[str, Any]:
+        proc = os.times()
+        machine = self._read_machine()
+        tick = os.sysconf("SC_CLK_TCK")
+        out: dict[str, Any] = {"process_user": round(proc.user - self._proc.user, 3),
+                               "process_system": round(proc.system - self._proc.system, 3)}
+        if machine and len(machine) == len(self._machine):
+            out["machine"] = {name: round((b - a) / tick, 2) for name, a, b in
+                              zip(_CPU_FIELDS, self._machine, machine, strict=False)}
+        return out
+
+
 def mib(n: float) -> float:
     return round(n / (1024 * 1024), 1)
 

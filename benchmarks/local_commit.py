@@ -131,6 +131,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "ratio_best_per_repetition": summarize([r["ratio_best_per_repetition"] for r in reps]),
         "ours_files_per_second": summarize([r["ours"]["files_per_second"] for r in reps]),
         "ceiling_files_per_second": summarize([r["ceiling_files_per_second"] for r in reps]),
+        "ratio_of_medians": (median(r["ours"]["files_per_second"] for r in reps)
+                             / median(r["ceiling_files_per_second"] for r in reps)),
         "ratio_before": summarize([r["ratio_before"] for r in reps if r["before"]]),
         "target_ratio": 0.9,
     }
@@ -161,7 +163,16 @@ def _log(args: argparse.Namespace, rep: int, what: str, r: dict[str, Any]) -> No
     if getattr(args, "quiet", False):
         return
     print(f"  [{NAME} rep {rep + 1}] {what}: {r['files_per_second']:,.0f} files/s "
-          f"({r['elapsed']:.2f} s; set-up {r['setup_seconds']:.0f} s)", flush=True)
+          f"({r['elapsed']:.2f} s; {_cpu_text(r)}; set-up {r['setup_seconds']:.0f} s)",
+          flush=True)
+
+
+def _cpu_text(r: dict[str, Any]) -> str:
+    """CPU seconds of the trial's process (user / system) and the machine's steal."""
+    cpu = r.get("cpu", {})
+    steal = cpu.get("machine", {}).get("steal")
+    return (f"cpu {cpu.get('process_user', 0):.2f} / {cpu.get('process_system', 0):.2f}"
+            + (f", steal {steal:.2f}" if steal is not None else ""))
 
 
 def report(result: dict[str, Any]) -> str:
@@ -177,13 +188,16 @@ def report(result: dict[str, Any]) -> str:
         variants = ", ".join(f"{k} {v['files_per_second']:,.0f}" for k, v in r["ceiling"].items())
         stages = r["ours"].get("stages", {})
         stage_text = " / ".join(f"{v:.2f}" for v in stages.values())
+        chosen = r["ceiling"][result["ceiling_variant"]]
         rows.append([i, f"{r['order'].index('ours') + 1} of {len(r['order'])}", variants,
                      r["ceiling_best"],
                      round(r["ours"]["files_per_second"]), stage_text,
+                     _cpu_text(r["ours"]), _cpu_text(chosen),
                      f"{r['ratio']:.2f}", f"{r['ratio_best_per_repetition']:.2f}"])
     lines.append(markdown_table(
         ["rep", "ours ran", "ceiling files/s by variant", "fastest this rep", "ours files/s",
          "ours stages s (load / mkdirs / rename / cleanup)",
+         "ours CPU s", f"{result['ceiling_variant']} CPU s",
          f"ratio vs {result['ceiling_variant']}", "ratio vs fastest this rep"], rows))
     ratio, lucky = result["ratio"], result["ratio_best_per_repetition"]
     lines += [
@@ -195,7 +209,11 @@ def report(result: dict[str, Any]) -> str:
         f"variant of each repetition instead: median {lucky['median']:.2f} "
         f"(min {lucky['min']:.2f}, max {lucky['max']:.2f}).",
         f"Ours: median {result['ours_files_per_second']['median']:,.0f} files/s; ceiling: "
-        f"median {result['ceiling_files_per_second']['median']:,.0f} files/s.",
+        f"median {result['ceiling_files_per_second']['median']:,.0f} files/s (ratio of the "
+        f"medians {result['ratio_of_medians']:.2f}).",
+        "CPU: user / system seconds of the trial's process, and the seconds the hypervisor "
+        "took from this machine's CPUs (steal) during it; the work is mostly kernel time on "
+        "both sides.",
         *([f"Engine before tuning, same run: median ratio "
            f"{result['ratio_before']['median']:.2f}, files/s "
            + ", ".join(f"{r['before']['files_per_second']:,.0f}"

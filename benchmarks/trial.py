@@ -33,7 +33,7 @@ import threading
 import time
 from typing import Any
 
-from benchmarks.common import current_rss_bytes, peak_rss_bytes
+from benchmarks.common import CpuMeter, current_rss_bytes, peak_rss_bytes
 from benchmarks.jobtree import Shape, TaskPaths, iter_tasks, partition_name
 
 
@@ -90,6 +90,7 @@ def _ceiling(shape: Shape, threads: int, relative: bool = False) -> dict[str, An
 
     gc.collect()
     base = current_rss_bytes()
+    cpu = CpuMeter()
     t0 = time.perf_counter()
     for d in dest_dirs:
         os.makedirs(d, exist_ok=True)
@@ -105,7 +106,7 @@ def _ceiling(shape: Shape, threads: int, relative: bool = False) -> dict[str, An
             w.join()
     os.rmdir(shape.layout.tasks_dir)
     elapsed = time.perf_counter() - t0
-    return {"elapsed": elapsed, "base_rss": base, "rename_seconds": split[0],
+    return {"elapsed": elapsed, "base_rss": base, "cpu": cpu.read(), "rename_seconds": split[0],
             "rmdir_seconds": split[1], "threads": threads, "relative": relative}
 
 
@@ -119,10 +120,12 @@ def _ours(shape: Shape, params: dict[str, Any]) -> dict[str, Any]:
         _engine_as_before()
     gc.collect()
     base = current_rss_bytes()
+    cpu = CpuMeter()
     t0 = time.perf_counter()
     job = JobCommitter(shape.dest, shape.job_id, config=config)
     summary = job.commit()
     elapsed = time.perf_counter() - t0
+    cpu_used = cpu.read()
     snap = job.store.stats.snapshot()
     stages = {}
     for name in (st.STAGE_LOAD_MANIFESTS, st.STAGE_CREATE_TARGET_DIRS, st.STAGE_RENAME_FILES,
@@ -133,6 +136,7 @@ def _ours(shape: Shape, params: dict[str, Any]) -> dict[str, Any]:
     return {
         "elapsed": elapsed,
         "base_rss": base,
+        "cpu": cpu_used,
         "stages": stages,
         "files_committed": summary.metrics.get(st.COMMITTER_FILES_COMMITTED),
         "plan_spilled": summary.diagnostics.get("plan.spilled"),

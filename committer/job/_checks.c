@@ -9,6 +9,9 @@
  * more than Python does, never accept more (tests/committer/job/test_untrusted.py compares
  * the two on generated manifests).
  *
+ * note_destinations is the load stage's duplicate-destination bookkeeping (load_manifests.py),
+ * the other per-entry loop of that stage.
+ *
  * Optional: built when a compiler is present (setup.py).
  */
 #define PY_SSIZE_T_CLEAN
@@ -330,9 +333,66 @@ error:
     return NULL;
 }
 
+PyDoc_STRVAR(note_destinations_doc,
+"note_destinations(entries, seen, suspects, parents, /) -> None\n\n"
+"The load stage's bookkeeping of destinations, for a list of plan entries (tuples whose item 1\n"
+"is the destination, an exact str): each destination's hash goes into seen, or into suspects\n"
+"when seen holds it already (claimed twice, perhaps); its parent directory (the part before\n"
+"the last '/') goes into parents.");
+
+/* Does what load_manifests' Python version does with set operations, in one pass. Only exact
+ * sets, tuples and strs are touched, so no Python code runs (int and str hash and compare in
+ * C) while the borrowed references are held. */
+static PyObject *
+note_destinations(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 4 || !PyList_CheckExact(args[0]) || !PySet_CheckExact(args[1]) ||
+        !PySet_CheckExact(args[2]) || !PySet_CheckExact(args[3])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "note_destinations(list, set, set, set) takes four arguments");
+        return NULL;
+    }
+    PyObject *entries = args[0], *seen = args[1], *suspects = args[2], *parents = args[3];
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entries); i++) {
+        PyObject *entry = PyList_GET_ITEM(entries, i);
+        if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) < 2 ||
+            !PyUnicode_CheckExact(PyTuple_GET_ITEM(entry, 1))) {
+            PyErr_SetString(PyExc_TypeError, "entries must be tuples with a str destination");
+            return NULL;
+        }
+        PyObject *dest = PyTuple_GET_ITEM(entry, 1);
+        Py_hash_t h = PyObject_Hash(dest);
+        if (h == -1)
+            return NULL;
+        PyObject *key = PyLong_FromSsize_t(h);
+        if (key == NULL)
+            return NULL;
+        int known = PySet_Contains(seen, key);
+        int added = known < 0 ? -1 : PySet_Add(known ? suspects : seen, key);
+        Py_DECREF(key);
+        if (added < 0)
+            return NULL;
+        Py_ssize_t n = PyUnicode_GET_LENGTH(dest);
+        Py_ssize_t slash = PyUnicode_FindChar(dest, '/', 0, n, -1);
+        if (slash == -2)
+            return NULL;
+        PyObject *parent = PyUnicode_Substring(dest, 0, slash < 0 ? 0 : slash);
+        if (parent == NULL)
+            return NULL;
+        added = PySet_Add(parents, parent);
+        Py_DECREF(parent);
+        if (added < 0)
+            return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"files", (PyCFunction)(void (*)(void))files, METH_FASTCALL, files_doc},
     {"directories", (PyCFunction)(void (*)(void))directories, METH_FASTCALL, directories_doc},
+    {"note_destinations", (PyCFunction)(void (*)(void))note_destinations, METH_FASTCALL,
+     note_destinations_doc},
     {NULL, NULL, 0, NULL},
 };
 

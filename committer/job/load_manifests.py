@@ -12,7 +12,6 @@ with a second pass over the plan only to confirm the rare candidates.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ from operator import itemgetter
 from committer.config import CommitterConfig
 from committer.errors import FormatError, StoreError, UntrustedManifestError
 from committer.job.plan import JobPlan, RenameEntry, RenamePlan, TaskSummary
-from committer.job.untrusted import EntryChecker
+from committer.job.untrusted import EntryChecker, note_destinations
 from committer.layout import MANIFEST_SUFFIX, JobLayout, is_valid_id
 from committer.parallel import prefetched
 from committer.progress import ProgressCallback, notify
@@ -30,7 +29,7 @@ from manifest_schema import iter_dir_entries, iter_file_entries, parse_document
 
 STAGE = "load_manifests"
 PROBLEMS_PER_MANIFEST = 50
-_DEST, _SIZE = itemgetter(1), itemgetter(2)
+_SIZE = itemgetter(2)
 
 
 def list_manifests(store: ManagedStore, layout: JobLayout) -> dict[str, str]:
@@ -218,13 +217,7 @@ def load_manifests(
         found = loaded.directories
         for loc in found.keys() - plan.directories.keys():  # most tasks add none
             plan.directories[loc] = found[loc]
-        dests = list(map(_DEST, loaded.entries))
-        mine = set(map(hash, dests))
-        if len(mine) != len(dests):  # two destinations of this manifest share a hash
-            suspects.update(h for h, n in Counter(map(hash, dests)).items() if n > 1)
-        suspects.update(hashes.intersection(mine))
-        hashes.update(mine)
-        plan.partitions.update([d.rpartition("/")[0] for d in dests])
+        note_destinations(loaded.entries, hashes, suspects, plan.partitions)
         plan.renames.add(loaded.summary.task_id, loaded.entries)
         notify(progress, STAGE, done, total)
 

@@ -44,15 +44,15 @@ def _rename_replacing(store: ManagedStore, chunk: Chunk,
 
 def emptied_directories(entries: list[RenameEntry], tasks_dir: str) -> list[str]:
     """The directories below ``tasks_dir`` holding the sources of ``entries``, and their
-    parents up to the task attempt directory: deepest first, so each can be removed in turn."""
+    parents up to the task attempt directory: each before its parent, so each can be removed in
+    turn. Found a level at a time with set operations: this runs for every chunk."""
     stop = tasks_dir.rstrip("/") + "/"
-    dirs: set[str] = set()
-    for first in {e[0].rpartition("/")[0] for e in entries}:
-        d = first
-        while d.startswith(stop) and d not in dirs:
-            dirs.add(d)
-            d = d.rpartition("/")[0]
-    return sorted(dirs, key=lambda d: d.count("/"), reverse=True)
+    level = {d for d in {e[0].rpartition("/")[0] for e in entries} if d.startswith(stop)}
+    dirs = set(level)
+    while level:
+        level = {d for d in {d.rpartition("/")[0] for d in level} - dirs if d.startswith(stop)}
+        dirs |= level
+    return sorted(dirs, key=len, reverse=True)  # a directory's path is longer than its parent's
 
 
 def rename_files(

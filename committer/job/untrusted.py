@@ -18,11 +18,16 @@ when it cannot vouch for every entry it returns ``None`` and the caller checks e
 It never accepts what the entry-by-entry path would reject. Where the optional C module
 ``_checks`` was built, it answers first, in one pass, for manifests written in ASCII; it can
 only decline more than the Python version (anything else, it hands to that version).
+
+:func:`note_destinations` is the other per-entry pass of the load stage: the bookkeeping that
+finds destinations claimed twice, in C where that was built.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 from committer.layout import SUCCESS_MARKER, TEMPORARY_DIR
@@ -41,6 +46,26 @@ _STR, _INT, _DICT = {str}, {int}, {dict}
 _ETAG_TYPES = {str, type(None)}
 _DIR_STATUSES = frozenset(int(s) for s in DirStatus)
 _RESERVED = (TEMPORARY_DIR, SUCCESS_MARKER)
+_DEST = itemgetter(1)
+
+
+def note_destinations(entries: list[Entry], seen: set[int], suspects: set[int],
+                      parents: set[str]) -> None:
+    """Note the destinations of one manifest's checked ``entries``: the hash of each goes into
+    ``seen``, and into ``suspects`` when it was seen before (in this manifest or an earlier
+    one: the same destination claimed twice, or a hash collision, which a later pass over the
+    plan tells apart); the parent directory of each goes into ``parents``. Hashes keep the
+    memory of a million destinations small."""
+    if _checks is not None:
+        _checks.note_destinations(entries, seen, suspects, parents)
+        return
+    dests = list(map(_DEST, entries))
+    mine = set(map(hash, dests))
+    if len(mine) != len(dests):  # two destinations of this manifest share a hash
+        suspects.update(h for h, n in Counter(map(hash, dests)).items() if n > 1)
+    suspects.update(seen.intersection(mine))
+    seen.update(mine)
+    parents.update([d.rpartition("/")[0] for d in dests])
 
 
 def _uri_prefix(location: str) -> str | None:

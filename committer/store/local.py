@@ -17,6 +17,7 @@ import os
 import re
 import shutil
 import stat as statmod
+import sys
 from collections.abc import Iterator, Sequence
 from io import FileIO
 from typing import Any, BinaryIO
@@ -24,6 +25,7 @@ from typing import Any, BinaryIO
 from committer.errors import PathExistsError, PathNotFoundError, StoreError, TransientStoreError
 from committer.store.base import FileStatus, Store
 
+_FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 _AT_FDCWD = -100
 _RENAME_NOREPLACE = 1
 _TRANSIENT_ERRNOS = frozenset({errno.EAGAIN, errno.EINTR, errno.ETIMEDOUT, errno.EBUSY})
@@ -105,6 +107,19 @@ def local_path(location: str) -> str:
     return location
 
 
+def _common_prefix_length(a: str, b: str) -> int:
+    """How many leading characters ``a`` and ``b`` share, by halving: a few slice compares
+    instead of a Python loop over each character (it runs twice per chunk of renames)."""
+    lo, hi = 0, min(len(a), len(b))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
 def _open_common_dir(paths: list[str] | Sequence[str]) -> tuple[int, int] | None:
     """Open the deepest directory containing every one of ``paths`` (absolute OS paths) and
     return ``(fd, length of its path with the trailing slash)``, so ``path[length:]`` is each
@@ -112,11 +127,7 @@ def _open_common_dir(paths: list[str] | Sequence[str]) -> tuple[int, int] | None
     if not paths:
         return None
     lo, hi = min(paths), max(paths)  # the common prefix of all is the common prefix of these
-    n = 0
-    limit = min(len(lo), len(hi))
-    while n < limit and lo[n] == hi[n]:
-        n += 1
-    slash = lo.rfind("/", 0, n)
+    slash = lo.rfind("/", 0, _common_prefix_length(lo, hi))
     if not lo.startswith("/") or slash < 0:
         return None
     root = lo[: slash + 1]
@@ -125,6 +136,12 @@ def _open_common_dir(paths: list[str] | Sequence[str]) -> tuple[int, int] | None
     except (OSError, ValueError):
         return None
     return fd, len(root)
+
+
+def _relative(paths: Sequence[str], cut: int) -> list[bytes]:
+    """Each path without its first ``cut`` characters, encoded as ``os.fsencode`` would."""
+    encoding, errors = _FS_ENCODING, _FS_ERRORS
+    return [p[cut:].encode(encoding, errors) for p in paths]
 
 
 # Filesystems whose reads of cached files never wait on a network: for these, reading ahead on
@@ -275,10 +292,8 @@ class LocalStore(Store):
                     os.close(root[0])
             return super().rename_run(entries, start)
         (sfd, cut_s), (dfd, cut_d) = src_root, dst_root
-        encode = os.fsencode
         try:
-            rel_s = [encode(p[cut_s:]) for p in srcs]
-            rel_d = [encode(p[cut_d:]) for p in dsts]
+            rel_s, rel_d = _relative(srcs, cut_s), _relative(dsts, cut_d)
             done, err = _rename_loop(sfd, rel_s, dfd, rel_d)
         finally:
             os.close(sfd)
@@ -303,7 +318,7 @@ class LocalStore(Store):
             return _rmdir_each(None, list(paths))
         fd, cut = root
         try:
-            rel = [os.fsencode(p[cut:]) for p in paths]
+            rel = _relative(paths, cut)
             if _native is not None:
                 return _native.rmdir_run(fd, rel)
             return _rmdir_each(fd, rel)

@@ -253,3 +253,51 @@ def test_c_checks_refuse_wrong_arguments() -> None:
     assert _checks.files([{"s": "a/x", "d": "b/x", "z": 0}], b"a/", "b/", "a/", "b/",  # type: ignore[arg-type]
                          ()) is None
     assert _checks.directories([{"d": "b/x"}], "b/", "b", "b/", {0}, ["_x"]) is None  # type: ignore[arg-type]
+
+
+def _entries(dests: list[str]) -> list[untrusted.Entry]:
+    return [(f"{TASKS}/{ATTEMPT}/f{i}", d, 0, None) for i, d in enumerate(dests)]
+
+
+def test_destinations_claimed_twice_become_suspects() -> None:
+    seen: set[int] = set()
+    suspects: set[int] = set()
+    parents: set[str] = set()
+    untrusted.note_destinations(_entries(["/o/p=1/a", "/o/p=2/b", "/o/p=1/a"]), seen, suspects,
+                                parents)  # twice in one manifest
+    assert suspects == {hash("/o/p=1/a")}
+    untrusted.note_destinations(_entries(["/o/p=2/b", "/o/c", "naïve/d", "bare"]), seen,
+                                suspects, parents)  # again in another one
+    assert suspects == {hash("/o/p=1/a"), hash("/o/p=2/b")}
+    assert seen == {hash(d) for d in ["/o/p=1/a", "/o/p=2/b", "/o/c", "naïve/d", "bare"]}
+    assert parents == {"/o/p=1", "/o/p=2", "/o", "naïve", ""}
+
+
+@settings(max_examples=300, deadline=None)
+@given(batches=hs.lists(hs.lists(hs.sampled_from(
+    ["/o/a", "/o/p=1/a", "/o/p=1/b", "/o/p=2/a", "x", "/", "//", "/o/naïve/é", "/o/p=1/"]),
+    max_size=6), max_size=4))
+def test_c_note_destinations_answers_as_python(batches: list[list[str]]) -> None:
+    assert _c_built()
+    from committer.job import _checks
+
+    c_sets: tuple[set[int], set[int], set[str]] = (set(), set(), set())
+    py_sets: tuple[set[int], set[int], set[str]] = (set(), set(), set())
+    for dests in batches:
+        _checks.note_destinations(_entries(dests), *c_sets)
+        with pytest.MonkeyPatch.context() as mp:
+            _python_only(mp)
+            untrusted.note_destinations(_entries(dests), *py_sets)
+    assert c_sets == py_sets
+
+
+def test_c_note_destinations_refuses_wrong_arguments() -> None:
+    assert _c_built()
+    from committer.job import _checks
+
+    with pytest.raises(TypeError):
+        _checks.note_destinations([("s", b"d", 0, None)], set(), set(), set())  # type: ignore[list-item]
+    with pytest.raises(TypeError):
+        _checks.note_destinations([("s",)], set(), set(), set())  # type: ignore[list-item]
+    with pytest.raises(TypeError):
+        _checks.note_destinations([], set(), set(), frozenset())  # type: ignore[arg-type]

@@ -266,6 +266,20 @@ def test_native_loops_refuse_what_they_cannot_pass_to_the_kernel(tmp_path: Path)
         os.close(fd)
 
 
+def test_rename_run_where_names_share_more_than_their_directory(
+        store: LocalStore, tmp_path: Path) -> None:
+    # the common prefix of these paths ends inside a name ("p=1" / "p=10", "naï" / "naïve"):
+    # the loop must work relative to the directory above it, with the names encoded whole
+    names = ["p=1/a", "p=10/a", "p=1/naïve", "p=1/naï", "é/x"]
+    for n in names:
+        (tmp_path / "task" / n).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "task" / n).write_bytes(n.encode())
+        (tmp_path / "out" / n).parent.mkdir(parents=True, exist_ok=True)
+    entries = [(str(tmp_path / "task" / n), str(tmp_path / "out" / n), 0, None) for n in names]
+    assert store.rename_run(entries, 0) == (len(names), None)
+    assert all((tmp_path / "out" / n).read_bytes() == n.encode() for n in names)
+
+
 def test_rmdir_run_removes_only_empty_directories(store: LocalStore, tmp_path: Path) -> None:
     attempt = tmp_path / "tasks" / "attempt_1"
     for k in range(3):
