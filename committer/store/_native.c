@@ -2,8 +2,9 @@
  *
  * A Python loop over os calls releases and retakes the GIL around every call: with the job
  * commit's 32 threads on 2 CPUs, those hand-offs (futex wake-ups and context switches) cost
- * more than the renames themselves. These loops take a whole batch of already-encoded
- * relative paths, release the GIL once, and make one system call per entry.
+ * more than the renames themselves. These loops take a whole batch of paths with the length
+ * of their common directory, find each relative path (in place for ASCII, encoded otherwise),
+ * release the GIL once, and make one system call per entry.
  *
  * Optional: built when a compiler is present (setup.py), otherwise LocalStore uses its
  * ctypes loop with the same behaviour. Linux only (renameat2, unlinkat).
@@ -34,62 +35,100 @@ do_renameat2(int sfd, const char *src, int dfd, const char *dst, unsigned int fl
 #endif
 }
 
-/* Borrowed char pointers of a list of bytes; NULL (exception set) if any is not bytes or
- * holds a NUL (the kernel would read a shorter path than the caller meant). */
+/* The char pointers of paths[i][cut:] for the exact strs of a list, NULL (exception set) if
+ * one is not an exact str, is shorter than cut or holds a NUL (the kernel would read a shorter
+ * path than the caller meant). An ASCII str's characters are its bytes, NUL-terminated, so its
+ * pointer is into the str itself; any other is encoded as os.fsencode would, into `keep`. The
+ * caller keeps `paths` (and `keep`) alive while the pointers are used. */
 static const char **
-paths_of(PyObject *list, Py_ssize_t n)
+paths_of(PyObject *paths, Py_ssize_t item, Py_ssize_t cut, PyObject *keep)
 {
+    Py_ssize_t n = PyList_GET_SIZE(paths);
     const char **out = PyMem_Malloc(sizeof(char *) * (size_t)(n > 0 ? n : 1));
     if (out == NULL) {
         PyErr_NoMemory();
         return NULL;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = PyList_GET_ITEM(list, i);
-        if (!PyBytes_Check(item)) {
-            PyMem_Free(out);
-            PyErr_SetString(PyExc_TypeError, "paths must be bytes");
-            return NULL;
+        PyObject *s = PyList_GET_ITEM(paths, i);
+        if (item >= 0) {  /* a list of tuples: take their item `item` */
+            if (!PyTuple_CheckExact(s) || PyTuple_GET_SIZE(s) <= item) {
+                PyErr_SetString(PyExc_TypeError, "entries must be tuples of paths");
+                goto fail;
+            }
+            s = PyTuple_GET_ITEM(s, item);
         }
-        const char *s = PyBytes_AS_STRING(item);
-        if ((Py_ssize_t)strlen(s) != PyBytes_GET_SIZE(item)) {
-            PyMem_Free(out);
+        if (!PyUnicode_CheckExact(s)) {
+            PyErr_SetString(PyExc_TypeError, "paths must be str");
+            goto fail;
+        }
+        Py_ssize_t len = PyUnicode_GET_LENGTH(s);
+        if (cut < 0 || cut > len) {
+            PyErr_SetString(PyExc_ValueError, "a path is shorter than its directory");
+            goto fail;
+        }
+        const char *p;
+        Py_ssize_t bytes;
+        if (PyUnicode_IS_ASCII(s)) {
+            p = (const char *)PyUnicode_DATA(s) + cut;
+            bytes = len - cut;
+        } else {
+            PyObject *rest = PyUnicode_Substring(s, cut, len);
+            PyObject *encoded = rest == NULL ? NULL : PyUnicode_EncodeFSDefault(rest);
+            Py_XDECREF(rest);
+            if (encoded == NULL)
+                goto fail;
+            int kept = PyList_Append(keep, encoded);
+            Py_DECREF(encoded);  /* `keep` holds it */
+            if (kept < 0)
+                goto fail;
+            p = PyBytes_AS_STRING(encoded);
+            bytes = PyBytes_GET_SIZE(encoded);
+        }
+        if ((Py_ssize_t)strlen(p) != bytes) {
             PyErr_SetString(PyExc_ValueError, "embedded NUL in a path");
-            return NULL;
+            goto fail;
         }
-        out[i] = s;
+        out[i] = p;
     }
     return out;
+fail:
+    PyMem_Free(out);
+    return NULL;
 }
 
-/* rename_run(src_dir_fd, srcs, dst_dir_fd, dsts, flags) -> (index, errno)
- * Renames srcs[i] (relative to src_dir_fd) to dsts[i] (relative to dst_dir_fd) in order and
- * stops at the first failure: returns how many succeeded and that failure's errno (0: all). */
+/* rename_entries(entries, start, src_dir_fd, src_cut, dst_dir_fd, dst_cut, flags)
+ *     -> (index, errno)
+ * Renames entry[0][src_cut:] (relative to src_dir_fd) to entry[1][dst_cut:] (relative to
+ * dst_dir_fd) for each entry from `start` on, in order, and stops at the first failure:
+ * returns the index of the first entry not renamed (len(entries): all were) and that
+ * failure's errno (0: none). */
 static PyObject *
-rename_run(PyObject *self, PyObject *args)
+rename_entries(PyObject *self, PyObject *args)
 {
     (void)self;
+    PyObject *entries;
+    Py_ssize_t start, s_cut, d_cut;
     int sfd, dfd;
     unsigned int flags;
-    PyObject *srcs, *dsts;
-    if (!PyArg_ParseTuple(args, "iO!iO!I", &sfd, &PyList_Type, &srcs, &dfd, &PyList_Type,
-                          &dsts, &flags))
+    if (!PyArg_ParseTuple(args, "O!nininI", &PyList_Type, &entries, &start, &sfd, &s_cut,
+                          &dfd, &d_cut, &flags))
         return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(srcs);
-    if (PyList_GET_SIZE(dsts) != n) {
-        PyErr_SetString(PyExc_ValueError, "srcs and dsts differ in length");
+    if (start < 0 || start > PyList_GET_SIZE(entries)) {
+        PyErr_SetString(PyExc_ValueError, "start is outside the entries");
         return NULL;
     }
-    /* the lists keep the bytes alive; private copies keep the lists' contents fixed */
-    PyObject *src_copy = PyList_GetSlice(srcs, 0, n);
-    PyObject *dst_copy = PyList_GetSlice(dsts, 0, n);
+    /* a private copy keeps the tuples (so their strs) alive and the list's contents fixed */
+    PyObject *todo = PyList_GetSlice(entries, start, PyList_GET_SIZE(entries));
+    PyObject *keep = PyList_New(0);
     const char **s = NULL, **d = NULL;
     PyObject *result = NULL;
-    if (src_copy == NULL || dst_copy == NULL)
+    if (todo == NULL || keep == NULL)
         goto done;
-    if ((s = paths_of(src_copy, n)) == NULL || (d = paths_of(dst_copy, n)) == NULL)
+    if ((s = paths_of(todo, 0, s_cut, keep)) == NULL ||
+        (d = paths_of(todo, 1, d_cut, keep)) == NULL)
         goto done;
-    Py_ssize_t i = 0;
+    Py_ssize_t n = PyList_GET_SIZE(todo), i = 0;
     int err = 0;
     Py_BEGIN_ALLOW_THREADS
     for (; i < n; i++) {
@@ -99,51 +138,53 @@ rename_run(PyObject *self, PyObject *args)
         }
     }
     Py_END_ALLOW_THREADS
-    result = Py_BuildValue("ni", i, err);
+    result = Py_BuildValue("ni", start + i, err);
 done:
     PyMem_Free(s);
     PyMem_Free(d);
-    Py_XDECREF(src_copy);
-    Py_XDECREF(dst_copy);
+    Py_XDECREF(todo);
+    Py_XDECREF(keep);
     return result;
 }
 
-/* rmdir_run(dir_fd, paths) -> removed
- * Removes each directory of paths (relative to dir_fd) in order; one that is missing, not
- * empty or otherwise not removable is skipped. Returns how many were removed. */
+/* rmdir_paths(dir_fd, paths, cut) -> removed
+ * Removes each directory paths[i][cut:] (relative to dir_fd) in order; one that is missing,
+ * not empty or otherwise not removable is skipped. Returns how many were removed. */
 static PyObject *
-rmdir_run(PyObject *self, PyObject *args)
+rmdir_paths(PyObject *self, PyObject *args)
 {
     (void)self;
     int fd;
     PyObject *paths;
-    if (!PyArg_ParseTuple(args, "iO!", &fd, &PyList_Type, &paths))
+    Py_ssize_t cut;
+    if (!PyArg_ParseTuple(args, "iO!n", &fd, &PyList_Type, &paths, &cut))
         return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(paths);
-    PyObject *copy = PyList_GetSlice(paths, 0, n);
-    if (copy == NULL)
-        return NULL;
-    const char **p = paths_of(copy, n);
-    if (p == NULL) {
-        Py_DECREF(copy);
-        return NULL;
-    }
-    Py_ssize_t removed = 0;
+    PyObject *copy = PyList_GetSlice(paths, 0, PyList_GET_SIZE(paths));
+    PyObject *keep = PyList_New(0);
+    const char **p = NULL;
+    PyObject *result = NULL;
+    if (copy == NULL || keep == NULL || (p = paths_of(copy, -1, cut, keep)) == NULL)
+        goto done;
+    Py_ssize_t n = PyList_GET_SIZE(copy), removed = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
         if (unlinkat(fd, p[i], AT_REMOVEDIR) == 0)
             removed++;
     }
     Py_END_ALLOW_THREADS
+    result = PyLong_FromSsize_t(removed);
+done:
     PyMem_Free(p);
-    Py_DECREF(copy);
-    return PyLong_FromSsize_t(removed);
+    Py_XDECREF(copy);
+    Py_XDECREF(keep);
+    return result;
 }
 
 static PyMethodDef methods[] = {
-    {"rename_run", rename_run, METH_VARARGS,
-     "rename_run(src_dir_fd, srcs, dst_dir_fd, dsts, flags) -> (renamed, errno)"},
-    {"rmdir_run", rmdir_run, METH_VARARGS, "rmdir_run(dir_fd, paths) -> removed"},
+    {"rename_entries", rename_entries, METH_VARARGS,
+     "rename_entries(entries, start, src_dir_fd, src_cut, dst_dir_fd, dst_cut, flags)"
+     " -> (index, errno)"},
+    {"rmdir_paths", rmdir_paths, METH_VARARGS, "rmdir_paths(dir_fd, paths, cut) -> removed"},
     {NULL, NULL, 0, NULL},
 };
 

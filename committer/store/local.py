@@ -51,10 +51,9 @@ except ImportError:
 
 
 def _rename_loop(sfd: int, srcs: list[bytes], dfd: int, dsts: list[bytes]) -> tuple[int, int]:
-    """``renameat2(RENAME_NOREPLACE)`` of each pair relative to the two directories, in order,
-    until one fails: ``(how many succeeded, errno of the failure or 0)``."""
-    if _native is not None:
-        return _native.rename_run(sfd, srcs, dfd, dsts, _RENAME_NOREPLACE)
+    """The ctypes loop, where the ``_native`` module was not built: ``renameat2(NOREPLACE)``
+    of each pair relative to the two directories, in order, until one fails: ``(how many
+    succeeded, errno of the failure or 0)``."""
     fn, noreplace = _renameat2, _RENAME_NOREPLACE
     assert fn is not None
     for i, (s, d) in enumerate(zip(srcs, dsts, strict=True)):
@@ -282,10 +281,8 @@ class LocalStore(Store):
         if _renameat2 is None or type(self).rename_file is not LocalStore.rename_file:
             return super().rename_run(entries, start)  # a subclass's own rename_file counts
         todo = entries[start:]
-        srcs, dsts = [e[0] for e in todo], [e[1] for e in todo]
-        if "\0" in "".join(srcs) or "\0" in "".join(dsts):
-            return super().rename_run(entries, start)  # rename_file refuses those entries
-        src_root, dst_root = _open_common_dir(srcs), _open_common_dir(dsts)
+        src_root = _open_common_dir([e[0] for e in todo])
+        dst_root = _open_common_dir([e[1] for e in todo])
         if src_root is None or dst_root is None:
             for root in (src_root, dst_root):
                 if root is not None:
@@ -293,17 +290,27 @@ class LocalStore(Store):
             return super().rename_run(entries, start)
         (sfd, cut_s), (dfd, cut_d) = src_root, dst_root
         try:
-            rel_s, rel_d = _relative(srcs, cut_s), _relative(dsts, cut_d)
-            done, err = _rename_loop(sfd, rel_s, dfd, rel_d)
+            if _native is not None:
+                batch = entries if isinstance(entries, list) else list(entries)
+                reached, err = _native.rename_entries(batch, start, sfd, cut_s, dfd, cut_d,
+                                                      _RENAME_NOREPLACE)
+            else:
+                srcs, dsts = [e[0] for e in todo], [e[1] for e in todo]
+                if "\0" in "".join(srcs) or "\0" in "".join(dsts):
+                    raise ValueError("embedded NUL in a path")
+                done, err = _rename_loop(sfd, _relative(srcs, cut_s), dfd, _relative(dsts, cut_d))
+                reached = start + done
+        except ValueError:  # a NUL in a path: rename_file refuses that entry by name
+            return super().rename_run(entries, start)
         finally:
             os.close(sfd)
             os.close(dfd)
         if err == 0:
             return len(entries), None
         if err in (errno.EINVAL, errno.ENOSYS):  # the filesystem lacks the flag
-            return super().rename_run(entries, start + done)
-        return start + done, self._rename_error(OSError(err, os.strerror(err)), srcs[done],
-                                                dsts[done])
+            return super().rename_run(entries, reached)
+        return reached, self._rename_error(OSError(err, os.strerror(err)), entries[reached][0],
+                                           entries[reached][1])
 
     def rmdir_run(self, paths: Sequence[str]) -> int:
         """``rmdir`` each path in order (children first), skipping any that is missing, not
@@ -312,16 +319,17 @@ class LocalStore(Store):
         if not paths:
             return 0
         root = _open_common_dir(paths)
-        if root is None or "\0" in "".join(paths):
-            if root is not None:
-                os.close(root[0])
+        if root is None:
             return _rmdir_each(None, list(paths))
         fd, cut = root
         try:
-            rel = _relative(paths, cut)
             if _native is not None:
-                return _native.rmdir_run(fd, rel)
-            return _rmdir_each(fd, rel)
+                return _native.rmdir_paths(fd, list(paths), cut)
+            if "\0" in "".join(paths):
+                raise ValueError("embedded NUL in a path")
+            return _rmdir_each(fd, _relative(paths, cut))
+        except ValueError:  # a NUL in a path: os.rmdir refuses that one alone
+            return _rmdir_each(None, list(paths))
         finally:
             os.close(fd)
 

@@ -250,34 +250,46 @@ def test_native_loops_refuse_what_they_cannot_pass_to_the_kernel(tmp_path: Path)
     assert _native_built(), "committer/store/_native.c was not built"
     from committer.store import _native as native
 
+    (tmp_path / "a").write_bytes(b"a")
     fd = os.open(tmp_path, os.O_PATH | os.O_DIRECTORY)
     try:
-        with pytest.raises(ValueError, match="NUL"):
-            native.rename_run(fd, [b"a\0b"], fd, [b"c"], 1)
+        cut = len(str(tmp_path)) + 1
+        good = (str(tmp_path / "a"), str(tmp_path / "b"), 0, None)
+        for entries in ([(str(tmp_path / "a\0b"), str(tmp_path / "c"), 0, None)],
+                        [good, (str(tmp_path / "x"), str(tmp_path / "y\0"), 0, None)],
+                        [good, (str(tmp_path / "é\0"), str(tmp_path / "c"), 0, None)]):
+            with pytest.raises(ValueError, match="NUL"):
+                native.rename_entries(entries, 0, fd, cut, fd, cut, 1)
+        assert (tmp_path / "a").exists()  # refused before anything was renamed
         with pytest.raises(TypeError):
-            native.rename_run(fd, ["a"], fd, [b"c"], 1)  # type: ignore[list-item]
-        with pytest.raises(ValueError, match="length"):
-            native.rename_run(fd, [b"a"], fd, [], 1)
+            native.rename_entries([(b"a", "c")], 0, fd, 0, fd, 0, 1)
+        with pytest.raises(TypeError):
+            native.rename_entries([("a",)], 0, fd, 0, fd, 0, 1)
+        with pytest.raises(ValueError, match="shorter"):
+            native.rename_entries([("a", "b")], 0, fd, 2, fd, 0, 1)
+        with pytest.raises(ValueError, match="start"):
+            native.rename_entries([("a", "b")], 2, fd, 0, fd, 0, 1)
         with pytest.raises(ValueError, match="NUL"):
-            native.rmdir_run(fd, [b"x\0"])
-        assert native.rename_run(fd, [], fd, [], 1) == (0, 0)
-        assert native.rmdir_run(fd, []) == 0
+            native.rmdir_paths(fd, ["x\0"], 0)
+        with pytest.raises(TypeError):
+            native.rmdir_paths(fd, [b"x"], 0)  # type: ignore[list-item]
+        assert native.rename_entries([], 0, fd, 0, fd, 0, 1) == (0, 0)
+        assert native.rename_entries([good], 1, fd, cut, fd, cut, 1) == (1, 0)  # from the end
+        assert native.rmdir_paths(fd, [], 0) == 0
     finally:
         os.close(fd)
 
 
-def test_rename_run_where_names_share_more_than_their_directory(
+def test_rmdir_run_with_names_that_are_not_ascii_or_hold_a_nul(
         store: LocalStore, tmp_path: Path) -> None:
-    # the common prefix of these paths ends inside a name ("p=1" / "p=10", "naï" / "naïve"):
-    # the loop must work relative to the directory above it, with the names encoded whole
-    names = ["p=1/a", "p=10/a", "p=1/naïve", "p=1/naï", "é/x"]
-    for n in names:
-        (tmp_path / "task" / n).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / "task" / n).write_bytes(n.encode())
-        (tmp_path / "out" / n).parent.mkdir(parents=True, exist_ok=True)
-    entries = [(str(tmp_path / "task" / n), str(tmp_path / "out" / n), 0, None) for n in names]
-    assert store.rename_run(entries, 0) == (len(names), None)
-    assert all((tmp_path / "out" / n).read_bytes() == n.encode() for n in names)
+    for name in ("naïve", "é", "plain"):
+        (tmp_path / "t" / name).mkdir(parents=True)
+    paths = [str(tmp_path / "t" / n) for n in ("naïve", "é", "plain")]
+    assert store.rmdir_run(paths) == 3
+    (tmp_path / "t" / "kept").mkdir()
+    # one path the kernel cannot be given: the others are still removed, one by one
+    assert store.rmdir_run([str(tmp_path / "t" / "kept"), str(tmp_path / "t" / "x\0")]) == 1
+    assert list((tmp_path / "t").iterdir()) == []
 
 
 def test_rmdir_run_removes_only_empty_directories(store: LocalStore, tmp_path: Path) -> None:
