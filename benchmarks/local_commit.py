@@ -19,7 +19,11 @@ shared machine hit all of them alike. The ceiling is the variant that is fastest
 in the same repetition) and reported as median and spread. Taking instead the fastest variant
 of each repetition picks the luckiest of several noisy trials against one trial of ours (on a
 disk whose speed wanders by +-25% from trial to trial, that alone is worth 10%); that figure is
-reported too, as ``ratio_best_per_repetition``.
+reported too, as ``ratio_best_per_repetition``, with the ratio of the two medians.
+
+Every trial records CPU time (its process's user and system seconds, the machine's steal); one
+during which the hypervisor took more than ``--max-steal`` of the machine's CPU time is run
+again on a fresh job (at most ``--steal-retries`` times, the attempt with the least steal kept).
 """
 
 from __future__ import annotations
@@ -65,7 +69,7 @@ def _trial(shape: Shape, kind: str, params: dict[str, Any], max_steal: float = 0
     """One trial on a freshly generated job. With ``max_steal``, a trial during which the
     hypervisor took more than that fraction of the machine's CPU time (steal) is run again, up
     to ``retries`` times, and the attempt with the least steal is kept: the work is CPU-bound
-    (mostly kernel time), so a trial that lost a third of its CPUs measures the neighbours.
+    (mostly kernel time), so a trial that lost a fifth of its CPUs measures the neighbours.
     The rule looks at steal only, never at the result, and applies to every trial alike; the
     steal of each discarded attempt is kept in ``steal_reruns``."""
     attempts: list[dict[str, Any]] = []
