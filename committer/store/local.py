@@ -323,8 +323,9 @@ class LocalStore(Store):
             return _rmdir_each(None, list(paths))
         fd, cut = root
         try:
-            if _native is not None:
-                return _native.rmdir_paths(fd, list(paths), cut)
+            if _native is not None:  # it copies the list itself
+                batch = paths if isinstance(paths, list) else list(paths)
+                return _native.rmdir_paths(fd, batch, cut)
             if "\0" in "".join(paths):
                 raise ValueError("embedded NUL in a path")
             return _rmdir_each(fd, _relative(paths, cut))
