@@ -4,14 +4,20 @@ Task attempt directories are deleted in parallel first (object stores delete a t
 at a time), then the job directory. ``_temporary`` itself goes only if it is then empty, so the
 temporary data of other jobs writing to the same destination is never touched (Hadoop deletes
 all of ``_temporary``).
+
+The job marker goes first: from then on a task attempt that is still running (Spark kills the
+rest of a failed stage while the driver aborts the job) can neither set up nor commit, and its
+abort removes whatever it recreated (``TaskAttemptCommitter.abort``).
 """
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import Executor
 
 from committer.config import CommitterConfig
-from committer.errors import PathNotFoundError
+from committer.errors import PathExistsError, PathNotFoundError
+from committer.job.setup import job_marker_path
 from committer.layout import JobLayout
 from committer.parallel import Counter, run_parallel
 from committer.progress import ProgressCallback, notify
@@ -28,6 +34,7 @@ def cleanup_job(
     progress: ProgressCallback | None = None,
 ) -> int:
     """Delete the job directory; return how many task attempt directories were removed."""
+    store.delete_file(job_marker_path(layout))
     removed = 0
     if config.cleanup_parallel_delete and executor is not None:
         try:
@@ -42,9 +49,26 @@ def cleanup_job(
         removed = len(task_dirs)
         if store.prunes_empty_dirs:
             _delete_manifests(store, layout, config, executor)
-    store.delete_tree(layout.job_dir)
+    _delete_job_dir(store, layout)
     store.remove_dir_if_empty(layout.temporary_dir)
     return removed
+
+
+# A task attempt being killed may still create a file in a directory the delete has already
+# emptied ("directory not empty"). It cannot start over (the marker is gone), so a later pass
+# finishes the job.
+_JOB_DIR_PASSES = (0.0, 0.2, 1.0)
+
+
+def _delete_job_dir(store: ManagedStore, layout: JobLayout) -> None:
+    for number, pause in enumerate(_JOB_DIR_PASSES, 1):
+        time.sleep(pause)
+        try:
+            store.delete_tree(layout.job_dir)
+            return
+        except PathExistsError:
+            if number == len(_JOB_DIR_PASSES):
+                raise
 
 
 def _delete_manifests(store: ManagedStore, layout: JobLayout, config: CommitterConfig,

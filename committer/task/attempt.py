@@ -55,6 +55,9 @@ class TaskAttemptCommitter:
         self.working_dir = self.layout.task_attempt_dir(task_attempt_id)
 
     def setup(self) -> None:
+        """Create the working directory. Refused once the job is committed or aborted (or if it
+        was never set up): a late attempt must not recreate the job's directory."""
+        self._require_job("set up")
         self.store.mkdirs(self.working_dir)
 
     def output_path(self, relative: str) -> str:
@@ -77,13 +80,7 @@ class TaskAttemptCommitter:
 
     def _commit(self) -> TaskManifest:
         t0 = time.perf_counter()
-        if not self.store.exists(job_marker_path(self.layout)):
-            # The job was committed or aborted (its directory is gone), or never set up: a late
-            # or zombie attempt must not recreate the job directory with a manifest.
-            raise JobConflictError(
-                f"task attempt {self.task_attempt_id} cannot commit: job {self.layout.job_id} "
-                f"is not set up under {self.layout.attempt_dir} (committed, aborted, or never "
-                "set up)")
+        self._require_job("commit")
         scan_t0 = time.perf_counter()
         scan = scan_task_directory(self.store, self.working_dir, self.layout.dest)
         self.store.stats.timed(st.TASK_STAGE_SCAN, time.perf_counter() - scan_t0)
@@ -105,14 +102,39 @@ class TaskAttemptCommitter:
         return manifest
 
     def abort(self) -> None:
-        """Delete the attempt's working directory and any manifest it was part-way saving."""
+        """Delete the attempt's working directory and any manifest it was part-way saving.
+
+        An attempt still running when its job was aborted or committed (Spark kills the rest of
+        a failed stage while the driver aborts the job) may have recreated the job's directories
+        after the job removed them; once the job is over, its empty directories go too."""
         t0 = time.perf_counter()
         try:
             self.store.delete_tree(self.working_dir)
             self.store.delete_file(self.layout.temp_manifest_path(self.task_attempt_id))
+            if not self._job_is_set_up():
+                self._remove_empty_job_dirs()
         finally:
             self.close()
         self.store.stats.timed(st.TASK_STAGE_ABORT, time.perf_counter() - t0)
+
+    def _job_is_set_up(self) -> bool:
+        # Job cleanup deletes the marker first, so a missing marker means the job is over.
+        return self.store.exists(job_marker_path(self.layout))
+
+    def _require_job(self, action: str) -> None:
+        if not self._job_is_set_up():
+            raise JobConflictError(
+                f"task attempt {self.task_attempt_id} cannot {action}: job "
+                f"{self.layout.job_id} is not set up under {self.layout.attempt_dir} "
+                "(committed, aborted, or never set up)")
+
+    def _remove_empty_job_dirs(self) -> None:
+        """Only empty directories, deepest first: whatever another late attempt of the same job
+        still holds stays (its own abort comes back for it), and ``_temporary``, which other
+        jobs share, is left to job cleanup."""
+        for path in (self.layout.tasks_dir, self.layout.manifests_dir, self.layout.attempt_dir,
+                     self.layout.job_dir):
+            self.store.remove_dir_if_empty(path)
 
     def close(self) -> None:
         """Release the store's connections if this committer opened it (``commit`` and

@@ -15,7 +15,8 @@ Properties checked on every history:
 - concurrent: running the task side in parallel threads gives the same result as serially;
 - abortable: an aborted job leaves nothing in the destination and its job directory is gone;
 - continuity: after job commit, late zombies change nothing a reader of the table can see,
-  not even when job commit is run again for the same job id.
+  not even when job commit is run again for the same job id, and cannot recreate the job's
+  directory (their setup is refused).
 A zombie whose late commit replaced the committed attempt's manifest must make job commit
 refuse (``UntrustedManifestError``) with nothing moved; the job can then be aborted cleanly.
 
@@ -96,6 +97,7 @@ class Outcome:
     committed: dict[str, str]
     refused: bool
     after_zombies: dict[str, bytes] = field(default_factory=dict)
+    zombies_left_job_dir: bool = False
 
 
 class Driver:
@@ -202,6 +204,7 @@ class Driver:
                     with contextlib.suppress(ManifestCommitterError):
                         self.write(t, n)
                         self.commit_attempt(t, n, authorised=False)
+        outcome.zombies_left_job_dir = self.target.exists(self.job_dir)
         # a re-run of job commit for this id (as `manifest-committer commit-job` would do,
         # committing every manifest present) must not pick up the zombies' late manifests
         with contextlib.suppress(ManifestCommitterError):  # refusing is fine; changing isn't
@@ -239,8 +242,10 @@ def check_history(history: History, target: StoreTarget) -> None:
             expected = driver.expected_output(outcome.committed)
             # complete and exclusive
             assert outcome.visible == expected
-            # continuity of correctness: late zombies changed nothing a reader sees
+            # continuity of correctness: late zombies changed nothing a reader sees, and could
+            # not even recreate the finished job's directory
             assert outcome.after_zombies == outcome.visible
+            assert not outcome.zombies_left_job_dir
         # concurrent: the parallel task side produced exactly what the serial one did
         assert parallel.committed == serial.committed
         assert parallel.refused == serial.refused

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -57,6 +58,17 @@ def rows(
     if schema is not None:
         reader = reader.schema(schema)
     return sorted(tuple(r) for r in reader.load(str(path)).collect())
+
+
+def wait_until_no_task_runs(spark: Any, timeout: float = 60.0) -> None:
+    """Wait until the executors run no task. A failed job returns to the caller while the rest
+    of its stage may still be being killed; those tasks' aborts come after."""
+    tracker = spark.sparkContext._jsc.sc().statusTracker()
+    deadline = time.monotonic() + timeout
+    while sum(e.numRunningTasks() for e in tracker.getExecutorInfos()) > 0:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"tasks still running after {timeout} s")
+        time.sleep(0.05)
 
 
 def data_files(root: Path) -> list[str]:

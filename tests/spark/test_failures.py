@@ -8,7 +8,13 @@ from typing import Any
 
 import pytest
 
-from tests.spark.helpers import assert_ours, data_files, intercepting_engine, rows
+from tests.spark.helpers import (
+    assert_ours,
+    data_files,
+    intercepting_engine,
+    rows,
+    wait_until_no_task_runs,
+)
 
 pytestmark = pytest.mark.spark
 
@@ -67,6 +73,9 @@ def test_failed_job_leaves_no_output_and_no_job_dir(spark: Any, spark_work_dir: 
     )
     with pytest.raises(Exception, match="this job must fail"):
         df.write.mode("append").partitionBy("p").parquet(str(dest))
+    # The job is aborted while the stage's other tasks may still be writing; whatever they
+    # recreate of its directory, their own aborts remove.
+    wait_until_no_task_runs(spark)
     assert {f: (dest / f).read_bytes() for f in data_files(dest)} == before
     temporary = dest / "_temporary"
     assert not temporary.exists() or list(temporary.iterdir()) == []

@@ -146,3 +146,35 @@ def test_abort_task_deletes_attempt_and_custom_locations_commit(
     driver.commit_job([message])
     assert [p.read_bytes() for p in custom.iterdir()] == [b"custom"]
     assert data_files(dest) == []
+
+
+def test_attempts_outliving_an_aborted_job_leave_nothing_behind(
+    spark: Any, spark_work_dir: Path, no_coordinator: None
+) -> None:
+    """Spark aborts the job while the rest of a failed stage is still being killed. A task that
+    starts after the abort is refused at setup; one that was already writing (and so recreates
+    the job's directories) removes them when it is aborted; a zombie's commit is refused."""
+    dest = spark_work_dir / "outlived"
+    driver = Driver(spark, dest)
+    driver.protocol.setupJob(driver.job_ctx)
+    writing, zombie, late = driver.task(0, 0), driver.task(1, 0), driver.task(2, 0)
+    for ctx in (writing, zombie):
+        driver.protocol.setupTask(ctx)
+    driver.protocol.abortJob(driver.job_ctx)
+    job_dir = dest / "_temporary" / f"manifest_{driver.job_id}"
+    assert not job_dir.exists()
+
+    driver.write(writing, "p=1", b"written after the abort")  # recreates the job's directories
+    driver.write(zombie, None, b"zombie")
+    assert job_dir.exists()
+    with pytest.raises(Exception, match=r"cannot set up: job .* is not set up"):
+        driver.protocol.setupTask(late)
+    # Spark's commit helper aborts the attempt whose commit failed.
+    with pytest.raises(Exception, match=r"cannot commit: job .* is not set up"):
+        driver.protocol.commitTask(zombie)
+    assert not list((job_dir / "00").glob("manifests/*")), "a zombie saved a manifest"
+    writing_dir = Path(str(driver.protocol.taskAttemptDir(writing).toUri().getPath()))
+    assert [p.name for p in writing_dir.rglob("*.txt")], "another attempt's file was removed"
+    driver.protocol.abortTask(writing)
+    assert not job_dir.exists()
+    assert not dest.exists() or data_files(dest) == []

@@ -15,7 +15,9 @@ import orjson
 import pytest
 
 from committer import JobCommitter
-from committer.errors import CommitFailedError, UntrustedManifestError
+from committer.errors import CommitFailedError, PathExistsError, UntrustedManifestError
+from committer.job.setup import JOB_MARKER
+from committer.layout import JobLayout
 from committer.store import open_store
 from committer.store.base import Store
 from committer.store.faults import FaultInjectingStore, FaultPlan
@@ -387,6 +389,51 @@ def test_abort_leaves_other_jobs_alone(store_target: StoreTarget) -> None:
     job.abort()
     assert t.tree(other_dir) == before
     assert not t.exists(f"{dest}/_temporary/manifest_{JOB_ID}")
+
+
+class _LateWriterStore(FaultInjectingStore):
+    """The first delete of the job directory meets a task attempt that is still being killed:
+    it writes one more file and the delete fails "directory not empty", as ``rmtree`` does
+    (a fault injector with no faults otherwise)."""
+
+    def __init__(self, inner: Store, job_dir: str, late_file: str) -> None:
+        super().__init__(inner, FaultPlan())
+        self.job_dir, self.late_file = job_dir, late_file
+        self.calls: list[str] = []
+
+    def delete_file(self, path: str) -> bool:
+        self.calls.append(f"delete_file {path.rsplit('/', 1)[-1]}")
+        return super().delete_file(path)
+
+    def delete_tree(self, path: str) -> bool:
+        if path == self.job_dir and "delete_tree job_dir" not in self.calls:
+            self.calls.append("delete_tree job_dir")
+            self.inner.write_bytes(self.late_file, b"late")
+            raise PathExistsError(f"Directory not empty: {path}", path)
+        return super().delete_tree(path)
+
+
+@pytest.mark.parametrize("ending", ["commit", "abort"])
+def test_cleanup_marks_the_job_over_first_and_outlasts_a_late_writer(
+    store_target: StoreTarget, ending: str
+) -> None:
+    t = store_target
+    dest = t.new_dest()
+    layout = JobLayout(dest, JOB_ID)
+    late = f"{layout.tasks_dir}/attempt_late/p=1/part-0.parquet"
+    store = _LateWriterStore(t.backend(), layout.job_dir, late)
+    config = t.config()
+    managed = open_store(dest, config, backend=store)
+    job, committed = _commit_tasks(t, dest, {0: {"a.csv": b"a"}}, config=config, store=managed)
+    if ending == "commit":
+        job.commit(committed)
+    else:
+        job.abort()
+    # the marker goes before the job directory, so a late attempt can no longer set up or commit
+    assert store.calls.index(f"delete_file {JOB_MARKER}") < store.calls.index(
+        "delete_tree job_dir"), store.calls
+    assert not t.exists(f"{dest}/_temporary")
+    assert t.visible_files(dest) == ({"a.csv": b"a"} if ending == "commit" else {})
 
 
 @pytest.mark.parametrize("parallel", [True, False])

@@ -197,3 +197,63 @@ def test_a_zombie_attempt_cannot_commit_after_its_job_committed(
     assert t.read(f"{dest}/p=1/a.csv") == b"winner"
     assert t.visible_files(dest) == {"p=1/a.csv": b"winner"}
     assert not t.exists(zombie.layout.manifests_dir)
+
+
+@pytest.mark.parametrize("ending", ["commit", "abort"])
+def test_a_late_attempt_cannot_set_up_once_its_job_is_over(
+    store_target: StoreTarget, ending: str
+) -> None:
+    """Spark may still start a task of a failed stage after the driver aborted the job: its
+    setup is refused and recreates nothing of the job's directory."""
+    t = store_target
+    dest = t.new_dest()
+    job = t.new_job(dest)
+    first = t.task_attempt(dest, 0, 0, {"a.csv": b"a"})
+    if ending == "commit":
+        first.commit()
+        job.commit({first.task_id: first.task_attempt_id})
+    else:
+        job.abort()
+    late = TaskAttemptCommitter(dest, JOB_ID, *task_ids(JOB_ID, 1), config=t.config(),
+                                store=t.managed(dest))
+    with pytest.raises(JobConflictError, match=r"cannot set up: job .* is not set up"):
+        late.setup()
+    assert not t.exists(late.layout.job_dir)
+
+
+def test_abort_of_an_attempt_that_outlived_its_job_removes_what_it_recreated(
+    store_target: StoreTarget,
+) -> None:
+    """Two attempts still writing while the job is aborted recreate its directories. Each
+    abort removes its own files and then only empty directories: the first leaves the second's
+    files, the second leaves nothing of the job, and another job's directory is never touched."""
+    t = store_target
+    dest = t.new_dest()
+    job = t.new_job(dest)
+    other = t.new_job(dest, job_id="job_other")
+    kept = t.task_attempt(dest, 0, 0, {"x.csv": b"x"}, job_id="job_other")
+    first = t.task_attempt(dest, 0, 0, {"a.csv": b"a"})
+    second = t.task_attempt(dest, 1, 0, {"b.csv": b"b"})
+    job.abort()
+    assert not t.exists(job.layout.job_dir)
+    t.write_output(first, {"p=1/a.csv": b"late"})  # their writers go on for a moment
+    t.write_output(second, {"p=1/b.csv": b"late"})
+    temp = first.layout.temp_manifest_path(first.task_attempt_id)
+    t.write(temp, b"half a manifest")
+
+    first.abort()
+    assert not t.exists(first.working_dir) and not t.exists(temp)
+    assert t.exists(second.output_path("p=1/b.csv")), "another attempt's file was removed"
+    second.abort()
+    assert not t.exists(job.layout.job_dir)
+    assert t.exists(kept.output_path("x.csv")) and t.exists(other.layout.attempt_dir)
+
+
+def test_abort_while_the_job_is_set_up_keeps_the_job_directories(
+    store_target: StoreTarget,
+) -> None:
+    t = store_target
+    dest = t.new_dest()
+    job = t.new_job(dest)
+    t.task_attempt(dest, 0, 0, {}).abort()
+    assert t.is_dir(job.layout.tasks_dir) and t.is_dir(job.layout.manifests_dir)

@@ -51,6 +51,11 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
   static final String MANIFEST_SUFFIX = "-manifest.json";
   static final String TMP_SUFFIX = ".tmp";
   /**
+   * Created by the engine's job setup, deleted first by its cleanup: a task attempt that finds
+   * it missing belongs to a job that is over (committed or aborted).
+   */
+  static final String JOB_MARKER = "_job.json";
+  /**
    * Subdirectory of a task attempt directory holding files bound for custom partition locations
    * ({@code newTaskTempFileAbsPath}). Spark's partition directories always contain '=', so this
    * name cannot collide with one.
@@ -278,6 +283,9 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
     Path dir = taskAttemptDir(ctx);
     try {
       FileSystem fs = dir.getFileSystem(ctx.getConfiguration());
+      // A task of a failed stage may still start after the driver aborted the job; it must not
+      // recreate the job's directory (mkdirs creates every parent).
+      requireJob(fs, ctx, "set up");
       if (!fs.mkdirs(dir)) {
         throw new IOException("mkdirs returned false for " + dir);
       }
@@ -358,15 +366,55 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
       FileSystem fs = dir.getFileSystem(ctx.getConfiguration());
       fs.delete(dir, true);
       fs.delete(tmpManifest, false);
+      if (!fs.exists(jobMarker())) {
+        removeEmptyJobDirs(fs);
+      }
     } catch (IOException e) {
       // Aborting must not mask the task's own failure; job cleanup deletes the whole job dir.
       LOG.warn("Manifest committer: could not delete aborted task attempt directory {}", dir, e);
     }
   }
 
+  Path jobMarker() {
+    return new Path(jobAttemptDir(), JOB_MARKER);
+  }
+
+  private void requireJob(FileSystem fs, TaskAttemptContext ctx, String action)
+      throws IOException {
+    if (!fs.exists(jobMarker())) {
+      throw new IOException("task attempt " + ctx.getTaskAttemptID() + " cannot " + action
+          + ": job " + jobId + " is not set up under " + jobAttemptDir()
+          + " (committed, aborted, or never set up)");
+    }
+  }
+
+  /**
+   * The job is over, but this attempt may have recreated its directories after the job's
+   * cleanup removed them (it was still running when the driver aborted the job). Only empty
+   * directories go, deepest first: another late attempt's files stay for its own abort, and
+   * {@code _temporary}, shared with other jobs, is left to job cleanup.
+   */
+  private void removeEmptyJobDirs(FileSystem fs) {
+    Path attemptDir = jobAttemptDir();
+    Path[] dirs = {new Path(attemptDir, TASKS_DIR), new Path(attemptDir, MANIFESTS_DIR),
+        attemptDir, attemptDir.getParent()};
+    for (Path d : dirs) {
+      try {
+        FileStatus[] children = fs.listStatus(d);
+        if (children.length == 0) {
+          fs.delete(d, false);  // non-recursive: fails rather than delete what just appeared
+        }
+      } catch (IOException e) {
+        LOG.debug("Manifest committer: left {} of finished job {}", d, jobId, e);
+      }
+    }
+  }
+
   /** The task commit proper, run by SparkHadoopMapRedUtil once the coordinator agrees. */
   private TaskCommitInfo commitAuthorized(TaskAttemptContext ctx) throws IOException {
     Configuration conf = ctx.getConfiguration();
+    // A zombie attempt must not recreate a finished job's directory with a manifest.
+    requireJob(jobAttemptDir().getFileSystem(conf), ctx, "commit");
     TaskManifestWriter writer = new TaskManifestWriter(conf);
     // Qualified paths, so the manifest's URIs carry a scheme as Hadoop's do.
     Path workDir = qualified(taskAttemptDir(ctx), conf);
