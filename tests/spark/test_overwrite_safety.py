@@ -16,6 +16,7 @@ from tests.spark.helpers import (
     engine_mode,
     intercepting_engine,
     session_conf,
+    wait_until_no_task_runs,
 )
 
 pytestmark = pytest.mark.spark
@@ -56,6 +57,7 @@ def test_failed_static_overwrite_keeps_the_previous_data(spark: Any, spark_work_
     assert engine.operations().index("deleteWithJob") < engine.operations().index("abortJob")
     assert _snapshot(dest) == before
     assert spark.read.parquet(str(dest)).count() == 40
+    wait_until_no_task_runs(spark)  # the stage's other tasks may still be being killed
     assert _job_dirs(dest) == []
 
 
@@ -146,6 +148,7 @@ def test_failed_static_overwrite_through_the_subprocess_engine(
                                      .alias("p")) \
             .write.mode("overwrite").partitionBy("p").parquet(str(dest))
     assert _snapshot(dest) == before
+    wait_until_no_task_runs(spark)
     assert _job_dirs(dest) == []
 
 
