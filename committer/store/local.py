@@ -281,8 +281,8 @@ class LocalStore(Store):
         if _renameat2 is None or type(self).rename_file is not LocalStore.rename_file:
             return super().rename_run(entries, start)  # a subclass's own rename_file counts
         todo = entries[start:]
-        src_root = _open_common_dir([e[0] for e in todo])
-        dst_root = _open_common_dir([e[1] for e in todo])
+        srcs, dsts = [e[0] for e in todo], [e[1] for e in todo]
+        src_root, dst_root = _open_common_dir(srcs), _open_common_dir(dsts)
         if src_root is None or dst_root is None:
             for root in (src_root, dst_root):
                 if root is not None:
@@ -295,7 +295,6 @@ class LocalStore(Store):
                 reached, err = _native.rename_entries(batch, start, sfd, cut_s, dfd, cut_d,
                                                       _RENAME_NOREPLACE)
             else:
-                srcs, dsts = [e[0] for e in todo], [e[1] for e in todo]
                 if "\0" in "".join(srcs) or "\0" in "".join(dsts):
                     raise ValueError("embedded NUL in a path")
                 done, err = _rename_loop(sfd, _relative(srcs, cut_s), dfd, _relative(dsts, cut_d))
