@@ -58,7 +58,10 @@ class _DiesMidRename(LocalStore):
 
 
 def _commit_and_die(dest: str) -> None:
-    config = fast_config()
+    # One rename worker: a worker prunes the task directories its chunk emptied, so with several
+    # a one-file task may or may not lose its directory before the kill. With one, chunks run
+    # in turn and exactly one task's directory (the first chunk's) is gone when the kill comes.
+    config = fast_config(io_threads=1)
     store = open_store(dest, config, backend=_DiesMidRename(RENAMES_BEFORE_KILL))
     committer = JobCommitter(dest, JOB, config=config, store=store,
                              dynamic_partition_overwrite=True)
