@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 .PHONY: setup test test-fast lint bench bench-emulators bench-spark demo jar clean
 
 # Create the virtual environment and install the project with everything tests need.
-$(STAMP): pyproject.toml setup.py committer/store/_native.c committer/job/_checks.c
+$(STAMP): pyproject.toml setup.py committer/store/_native.c committer/job/stages/_checks.c
 	test -x $(PYTHON) || $(PY) -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --upgrade pip
 	$(PYTHON) -m pip install --quiet -e '.[dev]'

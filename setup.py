@@ -9,7 +9,7 @@ from setuptools import Extension, setup
 # else the ctypes loop).
 native = Extension("committer.store._native", ["committer/store/_native.c"], optional=True,
                    extra_compile_args=["-O2"])
-# The load stage's whole-manifest entry checks in one pass (committer/job/_checks.c).
-checks = Extension("committer.job._checks", ["committer/job/_checks.c"], optional=True,
+# The load stage's whole-manifest entry checks in one pass (committer/job/stages/_checks.c).
+checks = Extension("committer.job.stages._checks", ["committer/job/stages/_checks.c"], optional=True,
                    extra_compile_args=["-O2"])
 setup(ext_modules=[checks, native] if sys.platform.startswith("linux") else [checks])

@@ -113,7 +113,7 @@ def _ceiling(shape: Shape, threads: int, relative: bool = False) -> dict[str, An
 def _ours(shape: Shape, params: dict[str, Any]) -> dict[str, Any]:
     from committer import statistics as st
     from committer.config import CommitterConfig
-    from committer.job.commit import JobCommitter
+    from committer.job.committer import JobCommitter
 
     config = CommitterConfig(**params.get("config", {}))
     if params.get("baseline"):
@@ -250,15 +250,15 @@ def _engine_as_before() -> None:
             self.rename_file(src, dst, size=size, etag=etag)
 
     ManagedStore.prunes_empty_dirs = property(lambda self: False)  # type: ignore[method-assign,assignment]
-    ManagedStore._rename_each = rename_each  # type: ignore[method-assign]
+    ManagedStore.rename_batch = rename_each  # type: ignore[method-assign]
     # and manifests parsed on the pool as before, 2 x io_threads at once, on local disk too
-    from committer.job import load_manifests
+    from committer.job.stages import load_manifests
     from committer.parallel import prefetched
 
     def loaded_on_pool(executor: Any, work: Any, loader: Any, window: int) -> Any:
         return prefetched(executor, work, loader.load, window=window)
 
-    load_manifests.load_window = lambda store, layout, config: 2 * config.io_threads
+    load_manifests.load_window = lambda ctx: ctx.window
     load_manifests.loaded_manifests = loaded_on_pool
 
 

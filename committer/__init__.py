@@ -3,7 +3,8 @@
 The data's path through the package:
 
     task/      task attempt directory -> scan -> manifest (saved, renamed into place)
-    job/       manifests -> plan -> directories -> renames -> [validation] -> _SUCCESS -> cleanup
+    job/       stages/: manifests -> plan -> directories -> renames -> [validation] -> _SUCCESS
+               -> cleanup; durability/: journal, move-aside, lock, history, rollback
     store/     every storage access: backends, statistics, retries, rate limit, fault injection
     spark/     the JVM shim's Python side (PySpark helper, driver bridge)
     cli/       the ``manifest-committer`` command

@@ -39,6 +39,18 @@ def is_local(location: str) -> bool:
     return scheme in ("", "file")
 
 
+def local_path(location: str) -> str:
+    """``file:///x`` or ``file:/x`` -> ``/x``; plain paths unchanged."""
+    if location.startswith("file:"):
+        rest = location[5:]
+        if rest.startswith("//"):  # file:///x or file://localhost/x
+            rest = rest[2:]
+            if rest.startswith("localhost/"):
+                rest = rest[len("localhost") :]
+        return rest
+    return location
+
+
 def _escape_char(ch: str) -> str:
     if ch in _SAFE_ASCII:
         return ch

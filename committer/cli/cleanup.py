@@ -24,13 +24,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from committer.cli import render
 from committer.cli.command import EXIT_OK, EXIT_PROBLEMS, Command
-from committer.cli.paths import open_location
-from committer.cli.status import (
+from committer.cli.destination import (
     COMMITTED,
     DEFAULT_STALE_AFTER,
     INTERRUPTED,
@@ -40,9 +38,11 @@ from committer.cli.status import (
     scan_destination,
     stale_after_arg,
 )
+from committer.cli.paths import open_location
 from committer.cli.units import human_duration
 from committer.errors import ManifestCommitterError
-from committer.job.cleanup import cleanup_job
+from committer.job.stages.cleanup import cleanup_job
+from committer.job.stages.context import stage_context
 from committer.layout import TEMPORARY_DIR, JobLayout
 from committer.store import ManagedStore
 
@@ -78,8 +78,8 @@ def _remove(store: ManagedStore, dest: str, job: JobInfo) -> str | None:
     layout = JobLayout(dest, job.job_id, job.attempts[-1] if job.attempts else 0,
                        hadoop_naming=job.layout == "hadoop")
     try:
-        with ThreadPoolExecutor(store.config.io_threads, thread_name_prefix="cleanup") as pool:
-            cleanup_job(store, layout, store.config, pool)
+        with stage_context(store, layout, store.config, None, "cleanup") as ctx:
+            cleanup_job(ctx)
     except ManifestCommitterError as e:
         return str(e)
     return None

@@ -30,8 +30,8 @@ from typing import Any
 
 from committer.cli import render
 from committer.cli.command import EXIT_OK, EXIT_PROBLEMS, CliError, Command
+from committer.cli.destination import require_destination
 from committer.cli.paths import open_location
-from committer.cli.status import require_destination
 from committer.cli.units import human_duration, human_size
 from committer.errors import (
     ConfigError,

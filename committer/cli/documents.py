@@ -17,7 +17,6 @@ read-ahead window, so however many there are, only a handful are in memory at on
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,15 +26,18 @@ from typing import Any
 import orjson
 
 from committer.cli.command import CliError
-from committer.cli.paths import basename, parent
 from committer.errors import FormatError, PathNotFoundError, StoreError
 from committer.layout import (
-    JOB_DIR_PREFIX,
     MANIFEST_SUFFIX,
     MANIFESTS_DIR,
     SUCCESS_MARKER,
     TASKS_DIR,
     TEMPORARY_DIR,
+    basename,
+    dest_of,
+    is_attempt_name,
+    parent,
+    parse_attempt_dir,
 )
 from committer.store import FileStatus, ManagedStore
 from manifest_schema import (
@@ -45,8 +47,6 @@ from manifest_schema import (
     parse_document,
 )
 from manifest_schema.uris import uri_to_location
-
-_ATTEMPT = re.compile(r"^\d{2}$")
 
 
 class Kind(StrEnum):
@@ -86,32 +86,20 @@ class Found:
 
 
 def job_from_attempt_dir(location: str) -> tuple[str | None, int | None, str | None, bool | None]:
-    """``(job id, attempt, destination, hadoop naming)`` read from a job attempt directory's path.
-
-    ``<dest>/_temporary/manifest_<jobId>/NN`` is this project's layout, ``<dest>/_temporary/
-    <jobId>/NN`` Hadoop's; elsewhere (a copy) the path tells nothing and ``None`` is returned.
-    """
-    name = basename(location)
-    job_dir = parent(location)
-    temporary = parent(job_dir)
-    attempt = int(name) if _ATTEMPT.match(name) else None
-    if attempt is None or basename(temporary) != TEMPORARY_DIR:
+    """``(job id, attempt, destination, hadoop naming)`` read from a job attempt directory's path
+    (``layout.parse_attempt_dir``); elsewhere (a copy) the path tells nothing: ``None`` each."""
+    layout = parse_attempt_dir(location)
+    if layout is None:
         return None, None, None, None
-    job_name = basename(job_dir)
-    hadoop = not job_name.startswith(JOB_DIR_PREFIX)
-    job_id = job_name if hadoop else job_name[len(JOB_DIR_PREFIX):]
-    return job_id, attempt, parent(temporary), hadoop
+    return layout.job_id, layout.attempt, layout.dest, layout.hadoop_naming
 
 
 def dest_from_task_attempt_dir(uri: str) -> str | None:
     """The destination a task attempt directory URI lies under (``<dest>/_temporary/...``)."""
     try:
-        loc = uri_to_location(uri)
+        return dest_of(uri_to_location(uri))
     except ValueError:
         return None
-    marker = f"/{TEMPORARY_DIR}/"
-    i = loc.rfind(marker)
-    return loc[:i] if i > 0 else None
 
 
 def _read(store: ManagedStore, location: str) -> bytes:
@@ -205,7 +193,7 @@ def identify(store: ManagedStore, location: str, *, strict: bool = True) -> Foun
     files = {basename(c.path) for c in children if not c.is_dir}
     if MANIFESTS_DIR in dirs:
         return attempt_directory(store, location)
-    attempts = sorted(d for d in dirs if _ATTEMPT.match(d))
+    attempts = sorted(d for d in dirs if is_attempt_name(d))
     if attempts and basename(parent(location)) == TEMPORARY_DIR:
         # A job directory: the latest attempt is the one that matters (earlier ones failed).
         return attempt_directory(store, f"{location}/{attempts[-1]}")

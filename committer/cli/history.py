@@ -15,10 +15,10 @@ import time
 
 from committer.cli import render
 from committer.cli.command import EXIT_OK, Command
+from committer.cli.destination import require_destination
 from committer.cli.paths import open_location
-from committer.cli.status import require_destination
 from committer.cli.units import human_size
-from committer.job.history import list_history
+from committer.job.durability.history import list_history
 
 FORMAT = "manifest-committer.history/1"
 

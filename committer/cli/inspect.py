@@ -22,6 +22,12 @@ from typing import Any
 
 from committer.cli import render
 from committer.cli.command import EXIT_OK, EXIT_PROBLEMS, CliError, Command
+from committer.cli.destination import (
+    DEFAULT_STALE_AFTER,
+    print_status,
+    scan_destination,
+    success_json,
+)
 from committer.cli.documents import (
     Found,
     Kind,
@@ -32,12 +38,6 @@ from committer.cli.documents import (
 )
 from committer.cli.paths import open_location
 from committer.cli.stats import JobStats, TaskRow
-from committer.cli.status import (
-    DEFAULT_STALE_AFTER,
-    print_status,
-    scan_destination,
-    success_json,
-)
 from committer.cli.units import human_duration, human_size, parse_duration
 from committer.store import ManagedStore
 from manifest_schema import FormatError, IOStatisticsSnapshot, SuccessData, iter_file_entries

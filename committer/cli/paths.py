@@ -113,12 +113,3 @@ def open_location(args: argparse.Namespace, text: str) -> tuple[str, ManagedStor
         scheme, _ = split_scheme(location)
         raise CliError(f"{scheme}:// needs an optional dependency ({e}); "
                        "install spark-manifest-committer[cloud]") from None
-
-
-def basename(location: str) -> str:
-    return location.rstrip("/").rsplit("/", 1)[-1]
-
-
-def parent(location: str) -> str:
-    head = location.rstrip("/").rsplit("/", 1)[0]
-    return head or "/"

@@ -16,10 +16,11 @@ import sys
 
 from committer.cli import render
 from committer.cli.command import EXIT_OK, EXIT_PROBLEMS, CliError, Command
+from committer.cli.destination import require_destination
 from committer.cli.paths import open_location
-from committer.cli.status import require_destination
 from committer.errors import JobConflictError, ManifestCommitterError
-from committer.job.recovery import find_interrupted, resume
+from committer.job.durability.interrupted import find_interrupted
+from committer.job.resume import resume
 
 FORMAT = "manifest-committer.resume/1"
 

@@ -20,11 +20,12 @@ from dataclasses import asdict
 
 from committer.cli import render
 from committer.cli.command import EXIT_OK, EXIT_PROBLEMS, CliError, Command
+from committer.cli.destination import require_destination
 from committer.cli.paths import open_location
 from committer.cli.resume import add_job_arguments
-from committer.cli.status import require_destination
 from committer.errors import JobConflictError, ManifestCommitterError
-from committer.job.recovery import find_interrupted, rollback_job
+from committer.job.durability.interrupted import find_interrupted
+from committer.job.durability.rollback import rollback_job
 
 FORMAT = "manifest-committer.rollback/1"
 

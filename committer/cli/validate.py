@@ -33,6 +33,7 @@ from typing import Any
 
 from committer.cli import render
 from committer.cli.command import EXIT_OK, EXIT_PROBLEMS, CliError, Command
+from committer.cli.destination import scan_destination
 from committer.cli.documents import (
     Found,
     Kind,
@@ -45,11 +46,25 @@ from committer.cli.documents import (
     job_from_attempt_dir,
 )
 from committer.cli.inspect import read_threads
-from committer.cli.paths import basename, open_location, parent
-from committer.cli.status import scan_destination
+from committer.cli.paths import open_location
 from committer.errors import PathNotFoundError, StoreError
-from committer.job.untrusted import EntryChecker
-from committer.layout import MANIFEST_SUFFIX, MANIFESTS_DIR, SUCCESS_MARKER, TASKS_DIR
+from committer.job.stages.entry_checks import EntryChecker
+from committer.job.stages.manifest_checks import (
+    DuplicateDestinations,
+    capped,
+    check_entries,
+    header_problems,
+)
+from committer.job.stages.plan import RenameEntry
+from committer.layout import (
+    MANIFESTS_DIR,
+    SUCCESS_MARKER,
+    TASKS_DIR,
+    basename,
+    is_valid_id,
+    manifest_task_id,
+    parent,
+)
 from committer.store import FileStatus, ManagedStore
 from committer.store.base import CHECKSUM_PREFIXES
 from manifest_schema import (
@@ -62,7 +77,6 @@ from manifest_schema import (
 from manifest_schema.uris import uri_to_location
 
 FORMAT = "manifest-committer.validate/1"
-PROBLEMS_PER_MANIFEST = 100  # a hostile manifest must not flood the terminal with a million lines
 JSON_PROBLEMS = 10_000
 
 SOURCES = "sources"
@@ -114,8 +128,8 @@ class ManifestValidator:
         self.tasks_dir = (f"{found.location}/{TASKS_DIR}" if found.kind is Kind.JOB_ATTEMPT
                           else None)
         self.task_manifest: dict[str, str] = {}
-        self.hashes: set[int] = set()
-        self.suspects: set[int] = set()
+        self.duplicates = DuplicateDestinations()
+        self.task_of: dict[str, str] = {}  # manifest path -> its task id
         self.manifests = 0
         self.files = 0
         self.bytes = 0
@@ -130,15 +144,7 @@ class ManifestValidator:
         if doc is None:
             self.report(path, loaded.error or "unreadable")
             return
-        shown = 0
-
-        def problem(reason: str) -> None:
-            nonlocal shown
-            shown += 1
-            if shown <= PROBLEMS_PER_MANIFEST:
-                self.report(path, reason)
-
-        self._check_header(path, doc, problem)
+        problems = self._header(path, doc)
         attempt_id = str(doc["taskAttemptID"])
         task_dir_uri = doc.get("taskAttemptDir")
         dest = self.dest or (dest_from_task_attempt_dir(task_dir_uri) if task_dir_uri else None)
@@ -149,77 +155,70 @@ class ManifestValidator:
             try:
                 tasks_dir = parent(uri_to_location(task_dir_uri))
             except ValueError as e:
-                problem(f"taskAttemptDir: {e}")
-        checker = EntryChecker(dest, tasks_dir or "/\0") if dest else None
-        if checker is None:
-            self.dest_unknown.append(path)
+                problems.append(f"{path}: taskAttemptDir: {e}")
         pending = _Pending(path, f"{tasks_dir}/{attempt_id}" if tasks_dir else None)
-        check_sources = self.check_store == SOURCES
-        check_dests = self.check_store == DESTINATIONS
-        hashes, suspects = self.hashes, self.suspects
+        if dest is None or (tasks_dir is not None and not is_valid_id(attempt_id)):
+            # Nothing says where the job writes (or whose directory the sources are in):
+            # entries are read for their form and counted, not checked against a layout.
+            if dest is None:
+                self.dest_unknown.append(path)
+            files = self._read_entries(doc, path, problems)
+        else:
+            checker = EntryChecker(dest, tasks_dir or "/\0")
+            checked = check_entries(doc, path, attempt_id, checker,
+                                    check_sources=tasks_dir is not None)
+            problems.extend(checked.problems)
+            self.files += checked.seen
+            self.bytes += checked.bytes
+            files = checked.files
+        self.duplicates.note(files, set())
+        self.task_of[path] = str(doc["taskID"])
+        for src, dst, size, etag in files:
+            if self.check_store == SOURCES:
+                pending.entries.append((src, size, etag, src))
+            elif self.check_store == DESTINATIONS:
+                pending.entries.append((dst, size, etag, dst))
+        if pending.entries:
+            self._check_store(pending, lambda reason: problems.append(f"{path}: {reason}"))
+        for line in capped(problems, path):
+            self.report(path, line.removeprefix(f"{path}: "))
+
+    def _read_entries(self, doc: dict[str, Any], path: str,
+                      problems: list[str]) -> list[RenameEntry]:
+        out: list[RenameEntry] = []
         try:
             for s, d, z, etag in iter_file_entries(doc, path):
                 self.files += 1
                 self.bytes += z
-                if checker is not None:
-                    src, why = checker.source(s, attempt_id) if tasks_dir else (s, "")
-                    if src is None:
-                        problem(why)
-                    dst, why = checker.destination(d)
-                    if dst is None:
-                        problem(why)
-                        continue
-                else:
-                    src, dst = s, d
-                h = hash(_loc(dst))
-                if h in hashes:
-                    suspects.add(h)
-                else:
-                    hashes.add(h)
-                if check_sources and src is not None:
-                    pending.entries.append((_loc(src), z, etag, s))
-                elif check_dests:
-                    pending.entries.append((_loc(dst), z, etag, d))
-            for entry in iter_dir_entries(doc, path):
-                if checker is None:
-                    continue
-                loc, why = checker.directory(entry.dest)
-                if loc is None and _loc(entry.dest).rstrip("/") != checker.dest:
-                    problem(why)
+                out.append((_loc(s), _loc(d), z, etag))
+            for _entry in iter_dir_entries(doc, path):
+                pass
         except FormatError as e:
-            problem(f"{e.field}: {e.reason}" if e.field else e.reason)
-        if pending.entries:
-            self._check_store(pending, problem)
-        if shown > PROBLEMS_PER_MANIFEST:
-            self.report(path, f"... and {shown - PROBLEMS_PER_MANIFEST} more problems in this "
-                              "manifest")
+            problems.append(str(e))
+        return out
 
-    def _check_header(self, path: str, doc: dict[str, Any],
-                      problem: Callable[[str], None]) -> None:
-        job_id, attempt, task_id = doc["jobId"], doc.get("jobAttemptNumber", 0), doc["taskID"]
+    def _header(self, path: str, doc: dict[str, Any]) -> list[str]:
+        """The load stage's header checks, against the job and attempt the directory (or the
+        first manifest) says; then what only a full validation looks at."""
         if self.job_id is None:
-            self.job_id = job_id
-        elif job_id != self.job_id:
-            problem(f"jobId is {job_id!r}, not this job's ({self.job_id})")
+            self.job_id = doc["jobId"]
         if self.attempt is None:
-            self.attempt = attempt
-        elif attempt != self.attempt:
-            problem(f"jobAttemptNumber is {attempt}, not this attempt's ({self.attempt})")
-        name = basename(path)
-        if name.endswith(MANIFEST_SUFFIX) and name[: -len(MANIFEST_SUFFIX)] != task_id:
-            problem(f"taskID is {task_id!r} but the file is named for "
-                    f"{name[: -len(MANIFEST_SUFFIX)]!r}")
+            self.attempt = doc.get("jobAttemptNumber", 0)
+        problems = header_problems(doc, path, job_id=self.job_id, attempt=self.attempt,
+                                   task_id=manifest_task_id(basename(path)))
+        task_id = doc["taskID"]
         other = self.task_manifest.setdefault(task_id, path)
         if other != path:
-            problem(f"task {task_id} also has manifest {other}")
+            problems.append(f"{path}: task {task_id} also has manifest {other}")
         try:
             IOStatisticsSnapshot.from_json(doc.get("iostatistics"), path)
         except FormatError as e:
-            problem(f"{e.field}: {e.reason}")
+            problems.append(str(e))
         extra = doc.get("extraData")
         if extra is not None and (not isinstance(extra, dict) or
                                   not all(isinstance(v, str) for v in extra.values())):
-            problem("extraData: must be an object of strings")
+            problems.append(f"{path}: extraData: must be an object of strings")
+        return problems
 
     # -- the store -----------------------------------------------------------------------------
 
@@ -230,7 +229,7 @@ class ManifestValidator:
             problem(f"task attempt directory {pending.task_dir} is missing: all "
                     f"{len(pending.entries)} source files are absent")
             return
-        backend = self.store.backend
+        etags = self.store.supports_etags
         for loc, size, etag, uri in pending.entries:
             st = found.get(loc) if found else self._stat(loc)
             if st is None:
@@ -241,7 +240,7 @@ class ManifestValidator:
                 problem(f"{what} {uri} is {st.size} bytes in the store, the manifest says {size}")
             elif etag is not None:
                 have = st.checksum if etag.startswith(CHECKSUM_PREFIXES) else (
-                    st.etag if backend.supports_etags else None)
+                    st.etag if etags else None)
                 if have is not None and have != etag:
                     problem(f"{what} {uri} has etag {have} in the store, the manifest says "
                             f"{etag}")
@@ -268,25 +267,29 @@ class ManifestValidator:
     # -- across manifests ----------------------------------------------------------------------
 
     def confirm_duplicates(self, reread: Callable[[], Iterator[Loaded]]) -> None:
-        """Second pass, only when a destination hash repeated: who claims what."""
-        if not self.suspects:
+        """Second pass, only when a destination hash repeated: who claims what. Each
+        problem is reported against the first manifest that claims the destination."""
+        if not self.duplicates.suspects:
             return
-        claims: dict[str, list[str]] = {}
-        for loaded in reread():
-            if loaded.doc is None:
-                continue
-            try:
-                for _s, d, _z, _e in iter_file_entries(loaded.doc, loaded.file.path):
-                    loc = _loc(d)
-                    if hash(loc) in self.suspects:
-                        claims.setdefault(loc, []).append(loaded.file.path)
-            except FormatError:
-                continue  # reported in the first pass
-        for loc, paths in sorted(claims.items()):
-            if len(paths) > 1:
-                for p in paths:
-                    others = ", ".join(basename(o) for o in paths if o != p)
-                    self.report(p, f"destination {loc} is also claimed by {others}")
+        self.duplicates.release()
+        first: dict[str, str] = {}
+
+        def claims() -> Iterator[tuple[str, str]]:
+            for loaded in reread():
+                if loaded.doc is None:
+                    continue
+                task = self.task_of.get(loaded.file.path, loaded.file.path)
+                try:
+                    for _s, d, _z, _e in iter_file_entries(loaded.doc, loaded.file.path):
+                        loc = _loc(d)
+                        first.setdefault(loc, loaded.file.path)
+                        yield task, loc
+                except FormatError:
+                    continue  # reported in the first pass
+
+        for line in self.duplicates.confirm(claims()):
+            dest = line.removeprefix("destination ").split(" is claimed by", 1)[0]
+            self.report(first.get(dest, self.found.location), line)
 
 
 def _loc(uri_or_loc: str) -> str:

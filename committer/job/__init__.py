@@ -1,15 +1,19 @@
-"""Job side of the protocol, one module per stage, in the order job commit runs them:
+"""The job side of the protocol, by role:
 
-    setup.py               create the job attempt directory (refuse a job id already in use)
-    load_manifests.py      list + load manifests in parallel, check them (untrusted.py) -> plan.py
-    create_directories.py  [replace partitions,] create the aggregate set of directories
-    rename_files.py        rename every file, in parallel
-    validate_output.py     optionally check every destination, before _SUCCESS
-    summary.py             _SUCCESS and the summary report
-    cleanup.py             remove this job's directory only
-    commit.py              JobCommitter: the stages, top to bottom
+    stages/       the data path, one module per stage in the order job commit runs them:
+                  setup -> load_manifests -> create_directories -> rename_files
+                  -> [validate_output] -> save_success -> cleanup
+    durability/   what makes a commit crash-safe around the stages: journal, transaction,
+                  move-aside, destination lock, history, interrupted commits, rollback
+    committer.py  JobCommitter: setup, commit (the stages inside a transaction), abort
+    resume.py     finish an interrupted commit (the commit, run again)
+
+Imports only go down this list: the stages know nothing of durability; durability uses the
+stages (rollback loads manifests, cleanup ends it); the committer and resume use both.
 """
 
-from committer.job.commit import JobCommitter
+from committer.job.committer import JobCommitter
+from committer.job.durability.rollback import rollback
+from committer.job.resume import resume
 
-__all__ = ["JobCommitter"]
+__all__ = ["JobCommitter", "resume", "rollback"]

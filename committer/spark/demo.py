@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 import committer.spark
+from committer.layout import SUCCESS_MARKER
 
 __all__ = ["main", "summary_tables"]
 
@@ -93,7 +94,7 @@ def run(output: Path, rows: int, partitions: int, tasks: int) -> dict[str, Any]:
         day_dirs = sum(1 for p in output.iterdir() if p.is_dir() and p.name.startswith("day="))
     finally:
         spark.stop()
-    summary: dict[str, Any] = json.loads((output / "_SUCCESS").read_text(encoding="utf-8"))
+    summary: dict[str, Any] = json.loads((output / SUCCESS_MARKER).read_text(encoding="utf-8"))
     summary["_demo"] = {"rows": rows, "partitions": day_dirs, "tasks": tasks, "seconds": elapsed}
     return summary
 

@@ -19,13 +19,11 @@ import atexit
 import concurrent.futures
 import contextlib
 import io
-import random
 import threading
 import weakref
 from abc import abstractmethod
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, BinaryIO, Protocol, TypeVar
 
 from fsspec.asyn import sync
 
@@ -164,52 +162,18 @@ def _close_at_exit() -> None:
     concurrent.futures.wait(list(_PENDING), timeout=CLOSE_TIMEOUT_S)
 
 
-@dataclass
-class HttpFaults:
-    """Answers a fraction of a backend's HTTP requests with a throttling status before they are
-    sent, for tests: the error then takes the same classification and retry path as a real
-    503 from the store (the injection sits below the store's error mapping, above the wire).
+class WireFaults(Protocol):
+    """The one place a cloud backend lets faults in: asked before each HTTP request is sent
+    and after its answer came, it says whether to answer with ``status`` instead (a
+    throttled request; an answer lost after the request landed). The backend raises its own
+    error for it, so the error takes the same classification and retry path as a real one.
+    The implementation that decides, for tests, is ``committer.store.faults.HttpFaults``."""
 
-    ``after_rate`` lets the request happen and *then* fails it, the ambiguous case of a
-    timeout whose request landed (HADOOP-18012)."""
+    status: int
 
-    rate: float = 0.0
-    after_rate: float = 0.0
-    status: int = 503
-    seed: int = 0
-    operations: frozenset[str] | None = None  # None: every operation
+    def before(self, op: str) -> bool: ...
 
-    def __post_init__(self) -> None:
-        self._rng = random.Random(self.seed)
-        self._lock = threading.Lock()
-        self.injected = 0
-        self.injected_after = 0
-
-    def _roll(self, p: float) -> bool:
-        if p <= 0:
-            return False
-        with self._lock:
-            return self._rng.random() < p
-
-    def before(self, op: str) -> bool:
-        """True if this request is to be answered with ``status`` instead of being sent."""
-        if self.operations is not None and op not in self.operations:
-            return False
-        hit = self._roll(self.rate)
-        if hit:
-            with self._lock:
-                self.injected += 1
-        return hit
-
-    def after(self, op: str) -> bool:
-        """True if this (completed) request's answer is to be lost."""
-        if self.operations is not None and op not in self.operations:
-            return False
-        hit = self._roll(self.after_rate)
-        if hit:
-            with self._lock:
-                self.injected_after += 1
-        return hit
+    def after(self, op: str) -> bool: ...
 
 
 class UploadOnClose(io.BytesIO):
@@ -335,8 +299,20 @@ class AsyncStore(Store):
     def replace_file(self, src: str, dst: str) -> None:
         self._do(f"{src} -> {dst}", self._rename, (src, dst), True)
 
-    def rename_batch(self, pairs: Sequence[tuple[str, str]]) -> list[BaseException | None]:
-        return run(self._loop, self._rename_batch, pairs)
+    def rename_batch(self, entries: Sequence[tuple[str, str, Any, Any]],
+                     start: int = 0) -> tuple[int, list[tuple[int, StoreError]]]:
+        pairs = [(e[0], e[1]) for e in entries[start:]]
+        results = run(self._loop, self._rename_batch, pairs)
+        failures = [(start + k, self._as_store_error(r, pairs[k]))
+                    for k, r in enumerate(results) if r is not None]
+        return len(entries), failures
+
+    def _as_store_error(self, error: BaseException, pair: tuple[str, str]) -> StoreError:
+        if isinstance(error, StoreError):
+            return error
+        if isinstance(error, Exception):
+            return self._classify(error, f"{pair[0]} -> {pair[1]}")
+        return StoreError(f"rename {pair[0]} -> {pair[1]} failed: {error!r}", pair[0])
 
     def delete_file(self, path: str) -> bool:
         return self._do(path, self._delete_file, path)

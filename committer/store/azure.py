@@ -33,7 +33,7 @@ from urllib.parse import quote, urlsplit
 
 from committer.errors import PathExistsError, PathNotFoundError, StoreError, TransientStoreError
 from committer.store import register_backend
-from committer.store._aio import AsyncStore, HttpFaults, flag_option, map_bounded
+from committer.store._aio import AsyncStore, WireFaults, flag_option, map_bounded
 from committer.store.base import FileStatus, Store
 from committer.store.credentials import CONCURRENCY_OPTION, register_options, scrub
 
@@ -54,7 +54,7 @@ _DETECT_RETRY_DELAY_S = 0.2
 
 
 class _InjectedHttpError(Exception):
-    """A synthetic HTTP error from :class:`HttpFaults`, shaped like the SDK's."""
+    """A synthetic HTTP error for the fault layer (``WireFaults``), shaped like the SDK's."""
 
     def __init__(self, status: int, code: str) -> None:
         self.status_code = status
@@ -142,7 +142,7 @@ class AzureStore(AsyncStore):
         *,
         concurrency: int = DEFAULT_CONCURRENCY,
         hierarchical: bool | None = None,
-        faults: HttpFaults | None = None,
+        faults: WireFaults | None = None,
         dfs_url: str | None = None,
     ) -> None:
         if concurrency < 1:

@@ -3,7 +3,8 @@
 Backends are deliberately small and honest: they do one request per call and translate their
 failures into the families of :mod:`committer.errors` (``PathNotFoundError``, ``PathExistsError``,
 ``TransientStoreError`` for anything a retry may cure). Retries, rate limits, statistics and
-fault injection are layered on top (``managed.py``, ``faults.py``), never inside a backend.
+fault injection are layered on top (``managed.py``, ``faults.py``), never inside a backend; the
+cloud backends only offer a hook at the wire where ``faults.HttpFaults`` plugs in.
 
 Paths are *locations*: absolute OS paths on local disk, ``scheme://...`` URLs elsewhere.
 """
@@ -87,33 +88,42 @@ class Store(ABC):
     #: before it yields: the managed store can then retry it like any single operation.
     flat_walk: bool = False
 
-    #: True when ``rename_batch`` runs its renames concurrently (async cloud backends); then the
-    #: managed store hands it whole batches instead of looping over ``rename_file``.
+    #: True when ``rename_batch`` runs its renames concurrently (async cloud backends): it then
+    #: attempts every entry, and the managed store paces the batch as a whole.
     native_batches: bool = False
 
-    def rename_run(self, entries: Sequence[tuple[str, str, Any, Any]],
-                   start: int) -> tuple[int, StoreError | None]:
-        """Rename ``entries[start:]`` (source and destination first in each) in order until one
-        fails: returns the index reached and, if it stopped early, the error of that entry.
-        The managed store loops over whole batches through this, so a backend whose rename is
-        one cheap call (local disk) can do the loop without per-file overhead."""
+    #: True when removing an empty directory is one cheap call (local disk): the rename stage
+    #: then prunes emptied task directories as it goes (``rmdir_run``), instead of cleanup
+    #: deleting their trees later.
+    prunes_empty_dirs: bool = False
+
+    def rename_batch(self, entries: Sequence[tuple[str, str, Any, Any]],
+                     start: int = 0) -> tuple[int, list[tuple[int, StoreError]]]:
+        """Rename ``entries[start:]`` (source and destination first in each, never replacing).
+
+        Returns ``(reached, failures)``: every entry before index ``reached`` was attempted,
+        and ``failures`` holds ``(index, error)`` for each that failed, translated into the
+        engine's error families. A sequential backend stops at its first failure (the caller
+        goes on from ``reached``); a concurrent one attempts them all. Default: ``rename_file``
+        one by one."""
         for i in range(start, len(entries)):
             try:
                 self.rename_file(entries[i][0], entries[i][1])
             except StoreError as e:
-                return i, e
-        return len(entries), None
+                return i + 1, [(i, e)]
+        return len(entries), []
 
-    def rename_batch(self, pairs: Sequence[tuple[str, str]]) -> list[BaseException | None]:
-        """Rename many files; one result per pair, ``None`` for success. Default: one by one."""
-        out: list[BaseException | None] = []
-        for src, dst in pairs:
+    def rmdir_run(self, paths: Sequence[str]) -> int:
+        """Remove each directory of ``paths`` in order (children first) that is empty; a
+        missing or non-empty one is skipped. Returns how many were removed."""
+        removed = 0
+        for path in paths:
             try:
-                self.rename_file(src, dst)
-                out.append(None)
-            except Exception as e:
-                out.append(e)
-        return out
+                if self.exists(path) and self.remove_dir_if_empty(path):
+                    removed += 1
+            except StoreError:
+                continue
+        return removed
 
     def identity(self, status: FileStatus) -> str | None:
         """What a task should record (the manifest's ``e`` field) so that job commit can later

@@ -1,4 +1,7 @@
-"""A store that fails on purpose, for tests: the same interface, with scripted trouble.
+"""Fault injection, for tests: every way the engine is made to fail on purpose lives here.
+
+``FaultInjectingStore`` is a store that fails on purpose: the same interface, with scripted
+trouble.
 
 It sits *under* :class:`ManagedStore`, exactly where a flaky cloud store would, so the retry and
 recovery logic under test is the production code. Faults are chosen by operation name and a
@@ -8,6 +11,10 @@ probability (seeded, so a failing history can be replayed), or scripted per path
 - ``after``: do the operation, then raise ``TransientStoreError`` (a timeout whose request landed
   anyway: the HADOOP-18012 case);
 - ``parent_missing``: a rename reports its destination parent missing once (HADOOP-18242).
+
+``HttpFaults`` goes one level lower, for the cloud backends: plugged into a backend's wire hook
+(``_aio.WireFaults``), it answers a fraction of HTTP requests with a throttling status, so the
+backend's own error mapping and the managed store's retries are what is tested.
 """
 
 from __future__ import annotations
@@ -109,3 +116,51 @@ class FaultInjectingStore(Store):
     def write_bytes(self, path: str, data: bytes, *, exclusive: bool = False) -> None:
         self._do("write_bytes", path,
                  lambda: self.inner.write_bytes(path, data, exclusive=exclusive))
+
+
+@dataclass
+class HttpFaults:
+    """Answers a fraction of a backend's HTTP requests with a throttling status before they are
+    sent, for tests: the error then takes the same classification and retry path as a real
+    503 from the store (the injection sits below the store's error mapping, above the wire).
+
+    ``after_rate`` lets the request happen and *then* fails it, the ambiguous case of a
+    timeout whose request landed (HADOOP-18012)."""
+
+    rate: float = 0.0
+    after_rate: float = 0.0
+    status: int = 503
+    seed: int = 0
+    operations: frozenset[str] | None = None  # None: every operation
+
+    def __post_init__(self) -> None:
+        self._rng = random.Random(self.seed)
+        self._lock = threading.Lock()
+        self.injected = 0
+        self.injected_after = 0
+
+    def _roll(self, p: float) -> bool:
+        if p <= 0:
+            return False
+        with self._lock:
+            return self._rng.random() < p
+
+    def before(self, op: str) -> bool:
+        """True if this request is to be answered with ``status`` instead of being sent."""
+        if self.operations is not None and op not in self.operations:
+            return False
+        hit = self._roll(self.rate)
+        if hit:
+            with self._lock:
+                self.injected += 1
+        return hit
+
+    def after(self, op: str) -> bool:
+        """True if this (completed) request's answer is to be lost."""
+        if self.operations is not None and op not in self.operations:
+            return False
+        hit = self._roll(self.after_rate)
+        if hit:
+            with self._lock:
+                self.injected_after += 1
+        return hit

@@ -47,7 +47,7 @@ from committer.errors import (
     TransientStoreError,
 )
 from committer.store import register_backend
-from committer.store._aio import AsyncStore, HttpFaults, flag_option, map_bounded
+from committer.store._aio import AsyncStore, WireFaults, flag_option, map_bounded
 from committer.store.base import FileStatus
 from committer.store.credentials import CONCURRENCY_OPTION, register_options, scrub
 
@@ -61,7 +61,7 @@ _CHECK_LISTING_LIMIT = 10_000  # entries of one directory listed to check destin
 
 
 class GcsHttpError(Exception):
-    """A non-success answer of the JSON API (or one injected by :class:`HttpFaults`)."""
+    """A non-success answer of the JSON API (or one injected through ``WireFaults``)."""
 
     def __init__(self, status: int, message: str) -> None:
         self.status = status
@@ -118,7 +118,7 @@ class GcsStore(AsyncStore):
         *,
         concurrency: int = DEFAULT_CONCURRENCY,
         trust_preconditions: bool = True,
-        faults: HttpFaults | None = None,
+        faults: WireFaults | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")

@@ -24,6 +24,7 @@ from typing import Any, BinaryIO
 
 from committer.errors import PathExistsError, PathNotFoundError, StoreError, TransientStoreError
 from committer.store.base import FileStatus, Store
+from manifest_schema.uris import local_path
 
 _FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 _AT_FDCWD = -100
@@ -92,18 +93,6 @@ def _read_within(f: FileIO, limit: int, path: str) -> bytes:
             raise StoreError(f"file is larger than the limit of {limit} bytes: {path}", path)
         want = min(1 << 20, limit + 1 - total)
     return parts[0] if len(parts) == 1 else b"".join(parts)
-
-
-def local_path(location: str) -> str:
-    """``file:///x`` or ``file:/x`` -> ``/x``; plain paths unchanged."""
-    if location.startswith("file:"):
-        rest = location[5:]
-        if rest.startswith("//"):  # file:///x or file://localhost/x
-            rest = rest[2:]
-            if rest.startswith("localhost/"):
-                rest = rest[len("localhost") :]
-        return rest
-    return location
 
 
 def _common_prefix_length(a: str, b: str) -> int:
@@ -197,6 +186,7 @@ class LocalStore(Store):
     name = "local"
     supports_etags = True
     rename_keeps_etag = True
+    prunes_empty_dirs = True
 
     def stat(self, path: str) -> FileStatus:
         p = local_path(path)
@@ -269,8 +259,8 @@ class LocalStore(Store):
             raise self._rename_error(e, s, d) from None
         os.unlink(s)
 
-    def rename_run(self, entries: Sequence[tuple[str, str, Any, Any]],
-                   start: int) -> tuple[int, StoreError | None]:
+    def rename_batch(self, entries: Sequence[tuple[str, str, Any, Any]],
+                     start: int = 0) -> tuple[int, list[tuple[int, StoreError]]]:
         """The job commit's rename loop: one ``renameat2`` per entry and nothing else. The work
         is one system call per file, so per-file costs show directly as lost throughput: paths
         relative to the batch's common source and destination directories, opened once (the
@@ -278,8 +268,14 @@ class LocalStore(Store):
         time), and the loop itself in C with the GIL released once per batch where the
         ``_native`` module was built (else a ctypes call per entry, each taking and dropping
         the GIL). The first failure stops the loop and is handed back, translated."""
+        reached, error = self._rename_run(entries, start)
+        return (len(entries), []) if error is None else (reached + 1, [(reached, error)])
+
+    def _rename_run(self, entries: Sequence[tuple[str, str, Any, Any]],
+                    start: int) -> tuple[int, StoreError | None]:
+        """The loop of :meth:`rename_batch`: the index reached and the error that stopped it."""
         if _renameat2 is None or type(self).rename_file is not LocalStore.rename_file:
-            return super().rename_run(entries, start)  # a subclass's own rename_file counts
+            return self._rename_each(entries, start)  # a subclass's own rename_file counts
         todo = entries[start:]
         srcs, dsts = [e[0] for e in todo], [e[1] for e in todo]
         src_root, dst_root = _open_common_dir(srcs), _open_common_dir(dsts)
@@ -287,7 +283,7 @@ class LocalStore(Store):
             for root in (src_root, dst_root):
                 if root is not None:
                     os.close(root[0])
-            return super().rename_run(entries, start)
+            return self._rename_each(entries, start)
         (sfd, cut_s), (dfd, cut_d) = src_root, dst_root
         try:
             if _native is not None:
@@ -300,21 +296,26 @@ class LocalStore(Store):
                 done, err = _rename_loop(sfd, _relative(srcs, cut_s), dfd, _relative(dsts, cut_d))
                 reached = start + done
         except ValueError:  # a NUL in a path: rename_file refuses that entry by name
-            return super().rename_run(entries, start)
+            return self._rename_each(entries, start)
         finally:
             os.close(sfd)
             os.close(dfd)
         if err == 0:
             return len(entries), None
         if err in (errno.EINVAL, errno.ENOSYS):  # the filesystem lacks the flag
-            return super().rename_run(entries, reached)
+            return self._rename_each(entries, reached)
         return reached, self._rename_error(OSError(err, os.strerror(err)), entries[reached][0],
                                            entries[reached][1])
+
+    def _rename_each(self, entries: Sequence[tuple[str, str, Any, Any]],
+                     start: int) -> tuple[int, StoreError | None]:
+        reached, failures = super().rename_batch(entries, start)
+        return (reached - 1, failures[0][1]) if failures else (reached, None)
 
     def rmdir_run(self, paths: Sequence[str]) -> int:
         """``rmdir`` each path in order (children first), skipping any that is missing, not
         empty or not removable; returns how many were removed. Relative to the paths' common
-        directory, opened once, like :meth:`rename_run`, and in C where that was built."""
+        directory, opened once, like :meth:`rename_batch`, and in C where that was built."""
         if not paths:
             return 0
         root = _open_common_dir(paths)

@@ -35,7 +35,6 @@ from committer.errors import (
 )
 from committer.statistics import Tally
 from committer.store.base import FileStatus, Store
-from committer.store.local import LocalStore
 from committer.store.rate_limit import RateLimiter
 
 T = TypeVar("T")
@@ -65,6 +64,33 @@ class ManagedStore:
     @property
     def name(self) -> str:
         return self.backend.name
+
+    def with_own_statistics(self) -> ManagedStore:
+        """The same backend, configuration and rate limit, counted in statistics of its own:
+        the committer's bookkeeping (journal, lease, history) goes through one of these, so a
+        job's IOStatistics keep Hadoop's meaning (``op_rename`` counts renamed files)."""
+        return ManagedStore(self.backend, self.config, limiter=self.limiter)
+
+    # -- what the backend can do (flags it declares) ---------------------------------------
+
+    @property
+    def flat_walk(self) -> bool:
+        """A listing of a prefix returns every file below it (object stores): directories
+        are only names, so nothing stops a file and a directory sharing one."""
+        return self.backend.flat_walk
+
+    @property
+    def supports_etags(self) -> bool:
+        return self.backend.supports_etags
+
+    @property
+    def rename_keeps_etag(self) -> bool:
+        return self.backend.rename_keeps_etag
+
+    def proves_rename(self, found: FileStatus, size: int | None, expected: str | None) -> bool:
+        """True when ``found`` (at a rename's destination, its source gone) provably is the
+        renamed file whose recorded identity is ``expected`` (see ``Store.proves_rename``)."""
+        return self.backend.proves_rename(found, size, expected)
 
     def close(self) -> None:
         """Release the backend's connections (a cloud backend reopens them if used again)."""
@@ -203,6 +229,13 @@ class ManagedStore:
         (see ``Store.identity``): the etag, or a content checksum on copy-based stores."""
         return self.backend.identity(status)
 
+    def read_if_exists(self, path: str, limit: int | None = None) -> bytes | None:
+        """The whole file, or ``None`` if there is none (the committer's own records)."""
+        try:
+            return self.read_bytes(path, limit)
+        except PathNotFoundError:
+            return None
+
     def open_write(self, path: str) -> BinaryIO:
         return self.call(st.OP_SAVE_FILE, lambda: self.backend.open_write(path))
 
@@ -235,83 +268,56 @@ class ManagedStore:
 
     def rename_batch(self, entries: Sequence[tuple[str, str, int | None, str | None]]) -> None:
         """Rename ``(src, dst, size, etag)`` entries; raises the first failure that no retry
-        or recovery cured. Backends with native batches get the whole batch at once."""
-        if not self.backend.native_batches:
-            if self.limiter is not None:
-                rename = self.rename_file
-                for src, dst, size, etag in entries:
-                    rename(src, dst, size=size, etag=etag)
-                return
-            self._rename_each(entries)
-            return
-        self._pace_many(len(entries))
-        t0 = time.perf_counter()
-        results = self.backend.rename_batch([(e[0], e[1]) for e in entries])
-        elapsed = time.perf_counter() - t0
-        failures = 0
-        for (src, dst, size, etag), result in zip(entries, results, strict=True):
-            if result is None:
-                continue
-            failures += 1
-            if isinstance(result, TransientStoreError):
-                # a throttled request inside the batch counts as one anywhere else does
-                self.stats.incr(st.STORE_IO_THROTTLED)
-            if isinstance(result, TransientStoreError | PathNotFoundError):
-                self._rename_slow_path(src, dst, size, etag)
-            elif isinstance(result, StoreError):
-                raise result
-            else:
-                raise StoreError(f"rename {src} -> {dst} failed: {result}", src) from result
-        if entries:
-            per = elapsed / len(entries)
-            tally = Tally()
-            for _ in range(len(entries) - failures):
-                tally.timed(st.OP_RENAME, per)
-            self.stats.merge(tally)
+        or recovery cured.
 
-    def _rename_each(self, entries: Sequence[tuple[str, str, int | None, str | None]]) -> None:
-        """``rename_file`` for every entry, minus its per-file costs: with no rate limit, a
-        local rename is one system call of ~20us, and per-file timing, statistics and calls
-        through the layers cost as much again in CPU and GIL hand-offs. The backend loops over
-        the batch (``Store.rename_run``), timed as a whole; a failure takes the same recovery
-        path as in ``rename_file``, and the first one no recovery cured is raised."""
-        run = self.backend.rename_run
+        With no rate limit, a local rename is one system call of ~20us, and per-file timing,
+        statistics and calls through the layers would cost as much again in CPU and GIL
+        hand-offs: the backend loops over the batch (``Store.rename_batch``), timed as a whole,
+        and each failure takes the same recovery path as in ``rename_file``. Under a rate
+        limit a sequential backend is paced per file; a concurrent one per batch."""
+        backend = self.backend
+        if self.limiter is not None and not backend.native_batches:
+            for src, dst, size, etag in entries:
+                self.rename_file(src, dst, size=size, etag=etag)
+            return
         clock = time.perf_counter
         tally = Tally()
         i, n = 0, len(entries)
         try:
             while i < n:
+                if backend.native_batches:
+                    self._pace_many(n - i)
                 t0 = clock()
-                reached, error = run(entries, i)
-                tally.timed_many(st.OP_RENAME, reached - i, clock() - t0)
-                if error is None:
-                    break
-                tally.timed(st.OP_RENAME, 0.0, failed=True)
-                if isinstance(error, TransientStoreError):
-                    tally.incr(st.STORE_IO_THROTTLED)
-                elif not isinstance(error, PathNotFoundError):
-                    raise error
-                src, dst, size, etag = entries[reached]
-                self._rename_slow_path(src, dst, size, etag)
-                i = reached + 1
+                reached, failures = backend.rename_batch(entries, i)
+                tally.timed_many(st.OP_RENAME, reached - i - len(failures), clock() - t0)
+                for index, error in failures:
+                    tally.timed(st.OP_RENAME, 0.0, failed=True)
+                    if isinstance(error, TransientStoreError):
+                        # a throttled request inside a batch counts as one anywhere else does
+                        tally.incr(st.STORE_IO_THROTTLED)
+                    elif not isinstance(error, PathNotFoundError):
+                        raise error
+                    src, dst, size, etag = entries[index]
+                    self._rename_slow_path(src, dst, size, etag)
+                i = reached
         finally:
             self.stats.merge(tally)
 
     @property
     def prunes_empty_dirs(self) -> bool:
         """True when :meth:`remove_empty_dirs` does anything here."""
-        return isinstance(self.backend, LocalStore) and self.limiter is None
+        return self.backend.prunes_empty_dirs and self.limiter is None
 
     def remove_empty_dirs(self, paths: Sequence[str]) -> int:
         """Remove each directory of ``paths`` (in the order given, so children first) that is
         empty; a missing or non-empty one is left alone, never an error. Only on stores where
-        that costs one cheap call per directory (local disk); elsewhere it does nothing and
-        returns 0, and ``delete_tree`` does the work later. Returns how many were removed."""
-        backend = self.backend
-        if not isinstance(backend, LocalStore) or self.limiter is not None:
+        that costs one cheap call per directory (``Store.prunes_empty_dirs``); elsewhere it
+        does nothing and returns 0, and ``delete_tree`` does the work later. Returns how many
+        were removed."""
+        if not self.prunes_empty_dirs:
             return 0
         t0 = time.perf_counter()
-        removed = backend.rmdir_run(paths)
+        removed = self.backend.rmdir_run(paths)
         tally = Tally()
         tally.timed_many(st.OP_DELETE, removed, time.perf_counter() - t0)
         self.stats.merge(tally)

@@ -16,7 +16,6 @@ from typing import BinaryIO
 from committer import statistics as st
 from committer.config import CommitterConfig
 from committer.errors import ConfigError, JobConflictError
-from committer.job.setup import job_marker_path
 from committer.layout import JobLayout, check_id, join
 from committer.store import ManagedStore, open_store
 from committer.task.manifest import save_manifest
@@ -119,7 +118,7 @@ class TaskAttemptCommitter:
 
     def _job_is_set_up(self) -> bool:
         # Job cleanup deletes the marker first, so a missing marker means the job is over.
-        return self.store.exists(job_marker_path(self.layout))
+        return self.store.exists(self.layout.job_marker)
 
     def _require_job(self, action: str) -> None:
         if not self._job_is_set_up():

@@ -42,7 +42,7 @@ def scan_task_directory(store: ManagedStore, working_dir: str, dest: str) -> Sca
         # identity(): the etag where renames keep it, else the content checksum a copy keeps,
         # so job commit (and its resume and rollback) can prove a destination is this file.
         files.append(FileEntry(location_to_uri(status.path), location_to_uri(f"{dest}/{rel}"),
-                               status.size, store.backend.identity(status)))
+                               status.size, store.identity(status)))
         parts = rel.split("/")[:-1]
         for depth in range(1, len(parts) + 1):
             dirs.setdefault("/".join(parts[:depth]), depth)

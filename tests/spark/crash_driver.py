@@ -8,7 +8,7 @@ process group (this Python driver and its JVM, as a lost driver machine would) o
 commit has renamed ``KILL_AFTER_RENAMES`` data files into the destination.
 
 The kill switch is a wrapper this script puts around the local store's rename calls in its own
-process (the batch loop ``rename_run`` the job commit uses, and single ``rename_file`` calls);
+process (the batch loop ``rename_batch`` the job commit uses, and single ``rename_file`` calls);
 no production code path knows about it.
 """
 
@@ -28,7 +28,7 @@ READY = "crash-driver: session ready"
 
 
 def install_kill_switch(kill_after: int) -> None:
-    original_file, original_run = LocalStore.rename_file, LocalStore.rename_run
+    original_file, original_batch = LocalStore.rename_file, LocalStore.rename_batch
     lock = threading.Lock()
     inside_run = threading.local()
     renamed = 0
@@ -51,22 +51,22 @@ def install_kill_switch(kill_after: int) -> None:
         if not getattr(inside_run, "active", False):
             count(dst)
 
-    def rename_run(self: LocalStore, entries: Sequence[tuple[str, str, Any, Any]],
-                   start: int) -> tuple[int, StoreError | None]:
+    def rename_batch(self: LocalStore, entries: Sequence[tuple[str, str, Any, Any]],
+                     start: int = 0) -> tuple[int, list[tuple[int, StoreError]]]:
         # One entry per call into the real loop, so the kill lands between two renames.
         inside_run.active = True
         try:
             for i in range(start, len(entries)):
-                reached, err = original_run(self, entries[: i + 1], i)
-                if err is not None:
-                    return reached, err
+                reached, failures = original_batch(self, entries[: i + 1], i)
+                if failures:
+                    return reached, failures
                 count(entries[i][1])
         finally:
             inside_run.active = False
-        return len(entries), None
+        return len(entries), []
 
     LocalStore.rename_file = rename_file  # type: ignore[method-assign]
-    LocalStore.rename_run = rename_run  # type: ignore[method-assign]
+    LocalStore.rename_batch = rename_batch  # type: ignore[method-assign]
 
 
 def main(argv: list[str]) -> int:

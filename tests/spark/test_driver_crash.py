@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from committer.job.journal import State
-from committer.job.recovery import interrupted_commits
+from committer.job.durability.interrupted import interrupted_commits
 from committer.store import open_store
+from manifest_schema.journal import State
 from tests.spark.crash_driver import READY
 from tests.spark.helpers import assert_ours, data_files, success
 

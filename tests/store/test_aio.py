@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from committer.store._aio import HttpFaults, UploadOnClose, map_bounded
+from committer.store._aio import UploadOnClose, map_bounded
+from committer.store.faults import HttpFaults
 
 
 def test_map_bounded_keeps_order_limits_and_collects_failures() -> None:

@@ -10,8 +10,8 @@ import pytest
 from committer import statistics as st
 from committer.job import JobCommitter
 from committer.store import ManagedStore
-from committer.store._aio import HttpFaults
 from committer.store.azure import AzureStore
+from committer.store.faults import HttpFaults
 from committer.store.gcs import GcsStore
 from committer.task import TaskAttemptCommitter
 from committer.task.attempt import task_ids

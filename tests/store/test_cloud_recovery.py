@@ -17,9 +17,9 @@ import pytest
 
 from committer import CommitterConfig
 from committer.errors import ManifestCommitterError
-from committer.job import JobCommitter
-from committer.job.lock import LOCK_DIR
-from committer.job.recovery import interrupted_commits, resume, rollback
+from committer.job import JobCommitter, resume, rollback
+from committer.job.durability.interrupted import interrupted_commits
+from committer.layout import LOCK_DIR
 from committer.store import ManagedStore, open_store
 from committer.task import TaskAttemptCommitter
 from committer.task.attempt import task_ids

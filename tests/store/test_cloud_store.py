@@ -13,8 +13,8 @@ import pytest
 
 from committer import statistics as st
 from committer.errors import AmbiguousRenameError, PathExistsError, PathNotFoundError, StoreError
-from committer.store._aio import HttpFaults
 from committer.store.azure import AzureStore
+from committer.store.faults import HttpFaults
 from committer.store.gcs import GcsStore
 from tests.emulator_fixtures import CloudTarget
 

@@ -122,7 +122,7 @@ class CountingLocalStore(CountingStore, LocalStore):
         super().__init__(self.local, before_op)
 
     # the local store's batch loops call the OS directly; here every call is counted
-    rename_run = Store.rename_run
+    rename_batch = Store.rename_batch
 
     def rmdir_run(self, paths: Sequence[str]) -> int:
         removed = 0

@@ -314,7 +314,7 @@ def test_directory_entries_naming_the_destination_or_an_extra_root_are_accepted(
 ) -> None:
     """A manifest may list the destination itself or a custom partition root as a directory
     (Spark's custom locations): there is nothing to create, and nothing to refuse."""
-    from committer.store.local import local_path
+    from manifest_schema.uris import local_path
 
     custom = tmp_path / "custom location"
     job = new_job(dest)

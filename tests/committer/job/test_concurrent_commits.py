@@ -22,9 +22,10 @@ import pytest
 
 from committer import CommitterConfig, JobCommitter, task_ids
 from committer.errors import CommitFailedError, JobConflictError
-from committer.job.history import list_history
-from committer.job.lock import LOCK_DIR, DestinationLock
-from committer.job.recovery import interrupted_commits
+from committer.job.durability.history import list_history
+from committer.job.durability.interrupted import interrupted_commits
+from committer.job.durability.lock import DestinationLock
+from committer.layout import LOCK_DIR
 from committer.store import ManagedStore, open_store
 from tests.committer.helpers import fast_config, new_job, task_attempt, tree
 from tests.committer.job.crash_scenario import CountingLocalStore, slow

@@ -34,8 +34,9 @@ import pytest
 
 from committer import CommitterConfig
 from committer.errors import JobConflictError
-from committer.job.history import read_record
-from committer.job.recovery import interrupted_commits, resume, rollback
+from committer.job import resume, rollback
+from committer.job.durability.history import read_record
+from committer.job.durability.interrupted import interrupted_commits
 from committer.store import ManagedStore, open_store
 from committer.store.faults import FaultInjectingStore, FaultPlan
 from committer.store.local import LocalStore

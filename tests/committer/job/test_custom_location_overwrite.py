@@ -11,11 +11,11 @@ import pytest
 
 from committer import JobCommitter
 from committer.errors import ManifestCommitterError
-from committer.job.plan import JobPlan, RenamePlan
-from committer.job.transaction import partitions_to_replace
+from committer.job.durability.transaction import partitions_to_replace
+from committer.job.stages.plan import JobPlan, RenamePlan
 from committer.store import open_store
-from committer.store.local import LocalStore, local_path
-from manifest_schema.uris import location_to_uri
+from committer.store.local import LocalStore
+from manifest_schema.uris import local_path, location_to_uri
 from tests.committer.helpers import JOB_ID, fast_config, new_job, task_attempt, tree, visible_files
 
 STAGED = "staged-for-custom"

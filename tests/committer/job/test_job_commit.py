@@ -16,8 +16,7 @@ import pytest
 
 from committer import JobCommitter
 from committer.errors import CommitFailedError, PathExistsError, UntrustedManifestError
-from committer.job.setup import JOB_MARKER
-from committer.layout import JobLayout
+from committer.layout import JOB_MARKER, JobLayout
 from committer.store import open_store
 from committer.store.base import Store
 from committer.store.faults import FaultInjectingStore, FaultPlan

@@ -10,9 +10,11 @@ import orjson
 import pytest
 
 from committer.errors import FormatError, JobConflictError, ManifestCommitterError
-from committer.job.journal import State, journal_path, load_journal
-from committer.job.recovery import interrupted_commits, resume, rollback
+from committer.job import resume, rollback
+from committer.job.durability.interrupted import interrupted_commits
+from committer.job.durability.journal import load_journal
 from committer.store import ManagedStore, open_store
+from manifest_schema.journal import State
 from tests.committer.helpers import fast_config
 from tests.committer.job import crash_scenario as cs
 
@@ -136,7 +138,7 @@ def test_a_damaged_journal_is_reported_not_guessed_at(tmp_path: Path) -> None:
     cs.build(root, "append")
     _commit_failing(root, "append", ops // 2)
     layout = cs.committer_for(root, "append").layout
-    path = Path(journal_path(layout))
+    path = Path(layout.journal)
     doc = orjson.loads(path.read_bytes())
     doc["state"] = "halfway"
     path.write_bytes(orjson.dumps(doc))

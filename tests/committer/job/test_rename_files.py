@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from committer.job.rename_files import emptied_directories
+from committer.job.stages.rename_files import emptied_directories
 
 TASKS = "/out/_temporary/manifest_j/00/tasks"
 ATTEMPT = f"{TASKS}/attempt_j_m_000001_0"

@@ -15,13 +15,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from committer.job import untrusted
-from committer.job.untrusted import EntryChecker
+from committer.job.stages import entry_checks as untrusted
+from committer.job.stages.entry_checks import EntryChecker
 from manifest_schema.uris import location_to_uri
 
 
 def _c_built() -> bool:
-    return importlib.util.find_spec("committer.job._checks") is not None
+    return importlib.util.find_spec("committer.job.stages._checks") is not None
 
 
 @pytest.fixture(autouse=True, params=["c", "python"])
@@ -30,7 +30,7 @@ def implementation(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
     if request.param == "python":
         monkeypatch.setattr(untrusted, "_checks", None)
     else:
-        assert _c_built(), "committer/job/_checks.c was not built"
+        assert _c_built(), "committer/job/stages/_checks.c was not built"
         assert vars(untrusted)["_checks"] is not None
     yield request.param
 
@@ -178,7 +178,7 @@ def _python_only(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_c_files_answer_as_python_or_decline(case: tuple[str, list[Any]]) -> None:
     # the fixture's parameter does not matter here: both are called directly
     assert _c_built()
-    from committer.job import _checks
+    from committer.job.stages import _checks
 
     dest, files = case
     checker = _checker(dest)
@@ -204,7 +204,7 @@ def test_c_directories_answer_as_python_or_decline(
         dest: str, rels: list[str], statuses: list[Any], levels: list[Any], raw: bool,
         with_root: bool, missing: str) -> None:
     assert _c_built()
-    from committer.job import _checks
+    from committer.job.stages import _checks
 
     checker = EntryChecker(dest, dest + "/_temporary/manifest_j/00/tasks")
     dirs: list[dict[str, Any]] = [
@@ -227,7 +227,7 @@ def test_c_directories_answer_as_python_or_decline(
 def test_c_checks_answer_for_ordinary_manifests() -> None:
     # else the C module would never be what answers, and the Python version would do the work
     assert _c_built()
-    from committer.job import _checks
+    from committer.job.stages import _checks
 
     checker = _checker(PLAIN_DEST)
     own = f"{TASKS}/{ATTEMPT}/"
@@ -245,7 +245,7 @@ def test_c_checks_answer_for_ordinary_manifests() -> None:
 
 def test_c_checks_refuse_wrong_arguments() -> None:
     assert _c_built()
-    from committer.job import _checks
+    from committer.job.stages import _checks
 
     with pytest.raises(TypeError):
         _checks.files([], "a")  # type: ignore[call-arg]
@@ -279,7 +279,7 @@ def test_destinations_claimed_twice_become_suspects() -> None:
     max_size=6), max_size=4))
 def test_c_note_destinations_answers_as_python(batches: list[list[str]]) -> None:
     assert _c_built()
-    from committer.job import _checks
+    from committer.job.stages import _checks
 
     c_sets: tuple[set[int], set[int], set[str]] = (set(), set(), set())
     py_sets: tuple[set[int], set[int], set[str]] = (set(), set(), set())
@@ -293,7 +293,7 @@ def test_c_note_destinations_answers_as_python(batches: list[list[str]]) -> None
 
 def test_c_note_destinations_refuses_wrong_arguments() -> None:
     assert _c_built()
-    from committer.job import _checks
+    from committer.job.stages import _checks
 
     with pytest.raises(TypeError):
         _checks.note_destinations([("s", b"d", 0, None)], set(), set(), set())  # type: ignore[list-item]

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from committer.errors import PathExistsError, PathNotFoundError, StoreError
-from committer.store.local import LocalStore, local_path
+from committer.store.local import LocalStore
+from manifest_schema.uris import local_path
 
 
 @pytest.fixture(params=["native loops", "ctypes loops"])
@@ -169,19 +170,23 @@ def test_stat_list_and_walk(store: LocalStore, tmp_path: Path) -> None:
         store.list_dir(str(tmp_path / "zz"))
 
 
-def test_rename_batch_reports_each_result(store: LocalStore, tmp_path: Path) -> None:
+def test_rename_batch_reports_each_failure_with_its_index(store: LocalStore,
+                                                          tmp_path: Path) -> None:
     (tmp_path / "a").write_bytes(b"a")
     (tmp_path / "taken").write_bytes(b"t")
     (tmp_path / "c").write_bytes(b"c")
-    results = store.rename_batch([(str(tmp_path / "a"), str(tmp_path / "a2")),
-                                  (str(tmp_path / "c"), str(tmp_path / "taken")),
-                                  (str(tmp_path / "none"), str(tmp_path / "n2"))])
-    assert results[0] is None
-    assert isinstance(results[1], PathExistsError)
-    assert isinstance(results[2], PathNotFoundError)
+    entries = [(str(tmp_path / "a"), str(tmp_path / "a2"), 1, None),
+               (str(tmp_path / "c"), str(tmp_path / "taken"), 1, None),
+               (str(tmp_path / "none"), str(tmp_path / "n2"), 1, None)]
+    reached, failures = store.rename_batch(entries)
+    assert reached == 2 and [i for i, _ in failures] == [1]
+    assert isinstance(failures[0][1], PathExistsError)
+    reached, failures = store.rename_batch(entries, reached)
+    assert reached == 3 and [i for i, _ in failures] == [2]
+    assert isinstance(failures[0][1], PathNotFoundError)
 
 
-def test_rename_run_stops_at_the_first_failure(store: LocalStore, tmp_path: Path) -> None:
+def test_rename_batch_stops_at_the_first_failure(store: LocalStore, tmp_path: Path) -> None:
     src, dst = tmp_path / "task" / "p=1", tmp_path / "out" / "p=1"
     src.mkdir(parents=True)
     dst.mkdir(parents=True)
@@ -189,38 +194,42 @@ def test_rename_run_stops_at_the_first_failure(store: LocalStore, tmp_path: Path
         (src / name).write_bytes(name.encode())
     (dst / "b").write_bytes(b"older")
     entries = [(str(src / n), str(dst / n), 1, None) for n in ("a", "b", "c")]
-    reached, error = store.rename_run(entries, 0)
-    assert reached == 1 and isinstance(error, PathExistsError)
+    reached, failures = store.rename_batch(entries, 0)
+    assert reached == 2 and len(failures) == 1 and failures[0][0] == 1
+    assert isinstance(failures[0][1], PathExistsError)
     assert (dst / "a").read_bytes() == b"a" and (dst / "b").read_bytes() == b"older"
     assert (src / "b").exists() and (src / "c").exists()  # nothing after the failure moved
-    reached, error = store.rename_run(entries, 2)  # the caller resumes after the failed entry
-    assert (reached, error) == (3, None)
+    assert store.rename_batch(entries, 2) == (3, [])  # the caller goes on from ``reached``
     assert (dst / "c").read_bytes() == b"c"
 
 
-def test_rename_run_reports_a_missing_source_or_parent(store: LocalStore, tmp_path: Path) -> None:
+def test_rename_batch_reports_a_missing_source_or_parent(store: LocalStore, tmp_path: Path) -> None:
     (tmp_path / "a").write_bytes(b"a")
-    reached, error = store.rename_run([(str(tmp_path / "none"), str(tmp_path / "x"), 0, None)], 0)
-    assert reached == 0 and isinstance(error, PathNotFoundError) and "source" in str(error)
-    reached, error = store.rename_run(
-        [(str(tmp_path / "a"), str(tmp_path / "no" / "x"), 0, None)], 0)
-    assert reached == 0 and isinstance(error, PathNotFoundError) and "parent" in str(error)
-    reached, error = store.rename_run([(str(tmp_path / "a"), str(tmp_path / "x\0y"), 0, None)], 0)
-    assert reached == 0 and isinstance(error, StoreError)
+    def only_failure(entries: list[tuple[str, str, int, None]]) -> StoreError:
+        reached, failures = store.rename_batch(entries, 0)
+        assert reached == 1 and len(failures) == 1 and failures[0][0] == 0
+        return failures[0][1]
+
+    error = only_failure([(str(tmp_path / "none"), str(tmp_path / "x"), 0, None)])
+    assert isinstance(error, PathNotFoundError) and "source" in str(error)
+    error = only_failure([(str(tmp_path / "a"), str(tmp_path / "no" / "x"), 0, None)])
+    assert isinstance(error, PathNotFoundError) and "parent" in str(error)
+    error = only_failure([(str(tmp_path / "a"), str(tmp_path / "x\0y"), 0, None)])
+    assert isinstance(error, StoreError)
     assert (tmp_path / "a").exists()
 
 
-def test_rename_run_with_unrelated_paths_and_file_uris(store: LocalStore, tmp_path: Path) -> None:
+def test_rename_batch_with_unrelated_paths_and_file_uris(store: LocalStore, tmp_path: Path) -> None:
     (tmp_path / "x").mkdir()
     (tmp_path / "a").write_bytes(b"a")
     (tmp_path / "x" / "b").write_bytes(b"b")
     entries = [(str(tmp_path / "a"), f"file://{tmp_path}/x/a2", 0, None),
                (f"file:{tmp_path}/x/b", str(tmp_path / "b2"), 0, None)]
-    assert store.rename_run(entries, 0) == (2, None)
+    assert store.rename_batch(entries, 0) == (2, [])
     assert (tmp_path / "x" / "a2").read_bytes() == b"a" and (tmp_path / "b2").read_bytes() == b"b"
 
 
-def test_rename_run_falls_back_where_the_filesystem_lacks_the_no_replace_flag(
+def test_rename_batch_falls_back_where_the_filesystem_lacks_the_no_replace_flag(
         store: LocalStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import errno
 
@@ -239,9 +248,10 @@ def test_rename_run_falls_back_where_the_filesystem_lacks_the_no_replace_flag(
 
     monkeypatch.setattr(local, "_rename_loop", first_then_einval)
     entries = [(str(tmp_path / n), str(tmp_path / "out" / n), 1, None) for n in ("a", "b", "c")]
-    reached, error = store.rename_run(entries, 0)
+    reached, failures = store.rename_batch(entries, 0)
     # the rest went through rename_file (link + unlink never replaces either)
-    assert reached == 2 and isinstance(error, PathExistsError)
+    assert reached == 3 and [i for i, _ in failures] == [2]
+    assert isinstance(failures[0][1], PathExistsError)
     assert [(tmp_path / "out" / n).read_bytes() for n in ("a", "b", "c")] == [b"a", b"b", b"older"]
     assert (tmp_path / "c").exists()
 

@@ -14,9 +14,8 @@ import pytest
 from committer import TaskAttemptCommitter, task_ids
 from committer.errors import ConfigError, JobConflictError
 from committer.store.base import CHECKSUM_PREFIXES
-from committer.store.local import local_path
 from manifest_schema import DirStatus, TaskManifest
-from manifest_schema.uris import location_to_uri, uri_to_location
+from manifest_schema.uris import local_path, location_to_uri, uri_to_location
 from tests.committer.helpers import (
     JOB_ID,
     LocalTarget,

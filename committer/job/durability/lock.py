@@ -34,14 +34,20 @@ from types import TracebackType
 
 import orjson
 
-from committer.errors import JobConflictError, PathExistsError, PathNotFoundError, StoreError
-from committer.layout import join
+from committer.errors import (
+    FormatError,
+    JobConflictError,
+    PathExistsError,
+    PathNotFoundError,
+    StoreError,
+)
+from committer.layout import basename, lease_generation, lease_path, lock_dir
 from committer.store.managed import ManagedStore
+from manifest_schema.records import LeaseRecord
 
-LOG = logging.getLogger("committer.job.lock")
+LOG = logging.getLogger("committer.job.durability.lock")
 
-LOCK_DIR = "_manifest_committer/lock"
-SUFFIX = ".lease"
+LEASE_LIMIT = 65536
 
 
 @dataclass(frozen=True)
@@ -85,7 +91,7 @@ class DestinationLock:
     def __init__(self, store: ManagedStore, dest: str, job_id: str, *, wait_ms: int,
                  lease_ms: int, purpose: str = "commit") -> None:
         self.store = store
-        self.dir = join(dest, LOCK_DIR)
+        self.dir = lock_dir(dest)
         self.dest = dest
         self.job_id = job_id
         self.wait_ms = wait_ms
@@ -106,21 +112,20 @@ class DestinationLock:
             return []
         out = []
         for st in listing:
-            name = st.path.rstrip("/").rsplit("/", 1)[-1]
-            if name.endswith(SUFFIX) and name[: -len(SUFFIX)].isdigit():
-                out.append((int(name[: -len(SUFFIX)]), st.path))
+            generation = lease_generation(basename(st.path))
+            if generation is not None:
+                out.append((generation, st.path))
         return sorted(out)
 
     def _read(self, generation: int, path: str) -> Lease | None:
         try:
-            doc = orjson.loads(self.store.read_bytes(path, limit=65536))
-            return Lease(generation, path, str(doc["jobId"]), str(doc["owner"]),
-                         str(doc["host"]), int(doc["pid"]), int(doc["acquired"]),
-                         int(doc["expires"]), str(doc.get("purpose", "commit")),
-                         bool(doc.get("released", False)))
-        except PathNotFoundError:
-            return None  # released in the meantime
-        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            data = self.store.read_if_exists(path, LEASE_LIMIT)
+            if data is None:
+                return None  # released in the meantime
+            doc = LeaseRecord.loads(data, path)
+            return Lease(generation, path, doc.job_id, doc.owner, doc.host, doc.pid,
+                         doc.acquired_ms, doc.expires_ms, doc.purpose, doc.released)
+        except FormatError:
             # Leases are created whole and renewed by replace; an unreadable one is damage.
             # Treat it as held until the file itself is older than a lease time.
             st = self.store.stat_or_none(path)
@@ -147,12 +152,9 @@ class DestinationLock:
                 and lease.pid == os.getpid() and lease.owner != self.token)
 
     def _document(self, acquired_ms: int, *, released: bool = False) -> bytes:
-        return orjson.dumps({
-            "jobId": self.job_id, "owner": self.token, "host": socket.gethostname(),
-            "pid": os.getpid(), "acquired": acquired_ms,
-            "expires": int(time.time() * 1000) + self.lease_ms, "purpose": self.purpose,
-            "released": released,
-        })
+        return orjson.dumps(LeaseRecord(
+            self.job_id, self.token, socket.gethostname(), os.getpid(), acquired_ms,
+            int(time.time() * 1000) + self.lease_ms, self.purpose, released).to_json())
 
     def acquire(self) -> Lease:
         deadline = time.monotonic() + self.wait_ms / 1000
@@ -168,7 +170,7 @@ class DestinationLock:
                     LOG.warning("taking over the stale lock of %s on %s", current.describe(),
                                 self.dest)
                 generation = top[0] + 1
-                path = join(self.dir, f"{generation:012d}{SUFFIX}")
+                path = lease_path(self.dest, generation)
                 try:
                     self.store.write_bytes(path, self._document(now), exclusive=True)
                 except (PathExistsError, PathNotFoundError):

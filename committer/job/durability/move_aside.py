@@ -18,52 +18,27 @@ repeated after a crash finds the file already aside (or moves what was left).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 
 import orjson
 
-from committer.errors import ConfigError, PathExistsError, PathNotFoundError, StoreError
-from committer.job.journal import MovedAside
-from committer.layout import TEMPORARY_DIR, JobLayout, join
+from committer.errors import ConfigError, PathExistsError, PathNotFoundError
+from committer.layout import (
+    DISPLACED_DIR,
+    REPLACED_DIR,
+    JobLayout,
+    basename,
+    is_committer_dir,
+    parent,
+)
 from committer.parallel import run_parallel
 from committer.store.base import FileStatus
 from committer.store.managed import ManagedStore
+from manifest_schema.records import MovedAside
 
-REPLACED_DIR = "replaced"
-DISPLACED_DIR = "displaced"
-RECORDS_DIR = "moved"
-#: the committer's own directory in the destination (lock, history); never moved aside
-COMMITTER_DIR = "_manifest_committer"
-_UNDER_DEST = "d"
-_ELSEWHERE = "x"
-
-
-def _key(path: str) -> str:
-    return hashlib.sha256(path.encode("utf-8")).hexdigest()[:32]
-
-
-def _parent(path: str) -> str:
-    return path.rstrip("/").rpartition("/")[0]
-
-
-def aside_location(layout: JobLayout, path: str, kind: str = REPLACED_DIR) -> str:
-    """Where ``path`` goes when it is moved aside."""
-    dest = layout.dest
-    path = path.rstrip("/")
-    if path == dest:
-        return join(layout.attempt_dir, kind, _UNDER_DEST)
-    if path.startswith(dest + "/"):
-        return join(layout.attempt_dir, kind, _UNDER_DEST, path[len(dest) + 1:])
-    return join(layout.attempt_dir, kind, _ELSEWHERE, _key(path))
-
-
-def _reserved(layout: JobLayout, path: str) -> bool:
-    """The committer's own directories in the destination, which an overwrite never replaces."""
-    rel = path[len(layout.dest) + 1:] if path.startswith(layout.dest + "/") else None
-    return rel is not None and rel.split("/", 1)[0] in (TEMPORARY_DIR, COMMITTER_DIR)
+RECORD_LIMIT = 1024 * 1024
 
 
 @dataclass
@@ -84,7 +59,7 @@ def _walk(store: ManagedStore, root: str, layout: JobLayout | None) -> _Tree:
             continue
         for st in children:
             path = st.path.rstrip("/")
-            if layout is not None and _reserved(layout, path):
+            if layout is not None and is_committer_dir(layout.dest, path):
                 continue
             if st.is_dir:
                 out.dirs.append(path)
@@ -102,13 +77,13 @@ def move_file(store: ManagedStore, src: str, dst: str, status: FileStatus) -> No
     source is still there is the trace of a copy-then-delete rename that died in between: the
     source is deleted if the copy provably is it, otherwise the conflict is raised.
     """
-    identity = store.backend.identity(status)
+    identity = store.identity(status)
     try:
         store.rename_file(src, dst, size=status.size, etag=identity)
         return
     except PathExistsError:
         found = store.stat_or_none(dst)
-        if found is None or not store.backend.proves_rename(found, status.size, identity):
+        if found is None or not store.proves_rename(found, status.size, identity):
             raise
     store.delete_file(src)
 
@@ -146,9 +121,9 @@ def move_aside(store: ManagedStore, layout: JobLayout, path: str, executor: Exec
     status = store.stat_or_none(path)
     if status is None:
         return None
-    aside = aside_location(layout, path, kind)
+    aside = layout.aside_location(path, kind)
     if not status.is_dir:
-        store.mkdirs(_parent(aside))
+        store.mkdirs(parent(aside))
         move_file(store, path, aside, status)
         return MovedAside(path, aside)
     tree = _walk(store, path, layout if path == dest else None)
@@ -166,7 +141,7 @@ def restore(store: ManagedStore, moved: MovedAside, executor: Executor, window: 
     if status is None:
         return
     if not status.is_dir:
-        store.mkdirs(_parent(moved.original))
+        store.mkdirs(parent(moved.original))
         move_file(store, moved.aside, moved.original, status)
         return
     tree = _walk(store, moved.aside, None)
@@ -179,36 +154,32 @@ def restore(store: ManagedStore, moved: MovedAside, executor: Executor, window: 
 
 def record(store: ManagedStore, layout: JobLayout, moved: MovedAside) -> None:
     """Note a move before making it, so rollback finds it even if the job dies mid-move."""
-    path = join(layout.attempt_dir, RECORDS_DIR, _key(moved.original) + ".json")
-    store.write_bytes(path, orjson.dumps({"original": moved.original, "aside": moved.aside}))
+    store.write_bytes(layout.move_record_path(moved.original), orjson.dumps(moved.to_json()))
 
 
 def records(store: ManagedStore, layout: JobLayout) -> list[MovedAside]:
+    """Every recorded move of this job attempt; a ``FormatError`` naming an unreadable one."""
     try:
-        listing = store.list_dir(join(layout.attempt_dir, RECORDS_DIR))
+        listing = store.list_dir(layout.move_records_dir)
     except PathNotFoundError:
         return []
     out = []
     for st in listing:
-        if st.is_dir or not st.path.endswith(".json"):
+        if st.is_dir or not basename(st.path).endswith(".json"):
             continue
-        try:
-            doc = orjson.loads(store.read_bytes(st.path, limit=1024 * 1024))
-            out.append(MovedAside(str(doc["original"]), str(doc["aside"])))
-        except (orjson.JSONDecodeError, KeyError, TypeError) as e:
-            raise StoreError(f"unreadable move-aside record {st.path}: {e}", st.path) from None
+        out.append(MovedAside.loads(store.read_bytes(st.path, limit=RECORD_LIMIT), st.path))
     return sorted(out, key=lambda m: m.original)
 
 
 def trees_under_dest(layout: JobLayout) -> list[MovedAside]:
     """The mirrored aside trees: restoring them puts back everything moved from under dest."""
-    return [MovedAside(layout.dest, join(layout.attempt_dir, kind, _UNDER_DEST))
-            for kind in (REPLACED_DIR, DISPLACED_DIR)]
+    return [MovedAside(layout.dest, layout.aside_root(kind)) for kind in (REPLACED_DIR,
+                                                                         DISPLACED_DIR)]
 
 
 def record_and_move(store: ManagedStore, layout: JobLayout, path: str, executor: Executor,
                     window: int, kind: str = REPLACED_DIR) -> MovedAside | None:
-    moved = MovedAside(path.rstrip("/"), aside_location(layout, path, kind))
+    moved = MovedAside(path.rstrip("/"), layout.aside_location(path, kind))
     record(store, layout, moved)
     return move_aside(store, layout, path, executor, window, kind)
 
@@ -218,8 +189,8 @@ def displace(store: ManagedStore, layout: JobLayout, path: str) -> None:
     status = store.stat_or_none(path)
     if status is None or status.is_dir:
         return  # gone already (a concurrent mover), or a directory: the rename will say
-    aside = aside_location(layout, path, DISPLACED_DIR)
+    aside = layout.aside_location(path, DISPLACED_DIR)
     if not path.startswith(layout.dest + "/"):
         record(store, layout, MovedAside(path, aside))
-    store.mkdirs(_parent(aside))
+    store.mkdirs(parent(aside))
     move_file(store, path, aside, status)

@@ -17,13 +17,11 @@ keeps the job directory for inspection.
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import Executor
 
-from committer.config import CommitterConfig
 from committer.errors import PathExistsError
-from committer.job.plan import Chunk, JobPlan, RenameEntry
+from committer.job.stages.context import StageContext
+from committer.job.stages.plan import Chunk, JobPlan, RenameEntry
 from committer.parallel import run_pulled
-from committer.progress import ProgressCallback, notify
 from committer.store.managed import ManagedStore
 
 STAGE = "rename_files"
@@ -36,7 +34,7 @@ def _rename_replacing(store: ManagedStore, chunk: Chunk,
             store.rename_file(src, dst, size=size, etag=etag)
         except PathExistsError:
             if on_exists is not None:
-                on_exists(dst)  # moves the old file aside (recoverable), see move_aside.py
+                on_exists(dst)  # moves the old file aside (recoverable): durability/
             else:
                 store.delete_file(dst)
             store.rename_file(src, dst, size=size, etag=etag)
@@ -55,16 +53,14 @@ def emptied_directories(entries: list[RenameEntry], tasks_dir: str) -> list[str]
     return sorted(dirs, key=len, reverse=True)  # a directory's path is longer than its parent's
 
 
-def rename_files(
-    store: ManagedStore, plan: JobPlan, config: CommitterConfig, executor: Executor,
-    progress: ProgressCallback | None,
-    on_exists: Callable[[str], None] | None = None,
-) -> int:
+def rename_files(ctx: StageContext, plan: JobPlan,
+                 on_exists: Callable[[str], None] | None = None) -> int:
     """Rename every planned file; an existing destination fails the rename unless
     ``delete_target_files`` is set or ``on_exists`` is given to clear it first."""
+    store, config = ctx.store, ctx.config
     total = plan.files
     done = 0
-    notify(progress, STAGE, 0, total)
+    ctx.notify(STAGE, 0, total)
     prune_under = None if config.cleanup_skipped or not store.prunes_empty_dirs else plan.tasks_dir
 
     def work(chunk: Chunk) -> int:
@@ -79,7 +75,7 @@ def rename_files(
     def advance(_chunk: Chunk, n: int) -> None:
         nonlocal done
         done += n
-        notify(progress, STAGE, done, total)
+        ctx.notify(STAGE, done, total)
 
-    run_pulled(executor, plan.renames, work, workers=config.io_threads, on_result=advance)
+    run_pulled(ctx.pool, plan.renames, work, workers=config.io_threads, on_result=advance)
     return done

@@ -35,7 +35,7 @@ from manifest_schema import DirStatus
 from manifest_schema.uris import location_to_uri, uri_to_location
 
 try:  # the same whole-manifest checks in C (setup.py builds them where a compiler is present)
-    from committer.job import _checks
+    from committer.job.stages import _checks
 except ImportError:
     _checks = None  # type: ignore[assignment]
 

@@ -1,12 +1,13 @@
 """The job-side public API: set up, commit, abort. ``commit`` reads top to bottom as the protocol:
 
     load_manifests -> [move replaced partitions aside] -> create_directories -> rename_files
-        -> [validate_output] -> _SUCCESS -> cleanup
+        -> [validate_output] -> save _SUCCESS -> cleanup
 
-Every commit runs inside a :class:`CommitTransaction` (``transaction.py``): a journal in the job
-directory records the plan before anything moves and each stage as it completes, so a commit
-killed at any point can be resumed (by committing again, or ``recovery.resume``) or rolled back
-(``recovery.rollback``; ``abort`` does it too); overwritten data is moved aside, not deleted,
+The stages of the data path are in ``stages/``; every commit runs them inside a
+:class:`CommitTransaction` (``durability/``): a journal in the job directory records the plan
+before anything moves and each stage as it completes, so a commit killed at any point can be
+resumed (by committing again, or ``committer.job.resume``) or rolled back
+(``durability.rollback``; ``abort`` does it too); overwritten data is moved aside, not deleted,
 until ``_SUCCESS`` is written; a job id already committed replays its first summary; the
 destination lock is held where the configuration asks for it.
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
 
 from committer import statistics as st
 from committer.config import CommitterConfig
@@ -32,22 +33,24 @@ from committer.errors import (
     ManifestCommitterError,
     UntrustedManifestError,
 )
-from committer.job import move_aside as aside
-from committer.job.cleanup import cleanup_job
-from committer.job.create_directories import create_directories
-from committer.job.journal import MODE_STATIC, State, load_journal
-from committer.job.load_manifests import load_manifests
-from committer.job.plan import JobPlan
-from committer.job.recovery import rollback_job
-from committer.job.rename_files import rename_files
-from committer.job.setup import setup_job
-from committer.job.summary import build_summary, save_report, save_success_marker
-from committer.job.transaction import CommitTransaction, lock_wanted, open_lock
-from committer.job.validate_output import validate_output
-from committer.layout import JobLayout, join
+from committer.job.durability import move_aside as aside
+from committer.job.durability.journal import load_journal
+from committer.job.durability.rollback import rollback_job
+from committer.job.durability.transaction import CommitTransaction, lock_wanted, open_lock
+from committer.job.stages.cleanup import cleanup_job
+from committer.job.stages.context import StageContext, StageRunner, stage_context
+from committer.job.stages.create_directories import create_directories
+from committer.job.stages.load_manifests import load_manifests
+from committer.job.stages.plan import JobPlan
+from committer.job.stages.rename_files import rename_files
+from committer.job.stages.save_success import build_summary, save_report, save_success_marker
+from committer.job.stages.setup import setup_job
+from committer.job.stages.validate_output import validate_output
+from committer.layout import JobLayout, basename, join
 from committer.progress import ProgressCallback
 from committer.store import ManagedStore, open_store
 from manifest_schema import SuccessData
+from manifest_schema.journal import MODE_STATIC, State
 
 LOG = logging.getLogger("committer.job")
 
@@ -99,80 +102,76 @@ class JobCommitter:
         """Commit the job. ``committed_tasks`` maps each task id to the attempt the caller
         committed (Spark's task commit messages); ``None`` commits every manifest present."""
         self._resolve_layout()
-        stage = "load_manifests"
         t_start = time.perf_counter()
         plan: JobPlan | None = None
-        stats, cfg, progress = self.store.stats, self.config, self.progress
+        stats, cfg = self.store.stats, self.config
+        runner = StageRunner(stats, first="load_manifests")
+        run = runner.run
         txn = CommitTransaction(self.store, self.layout, cfg,
                                 dynamic=self.dynamic_partition_overwrite)
         try:
-            with ThreadPoolExecutor(cfg.io_threads,
-                                    thread_name_prefix=f"commit-{self.layout.job_id[:16]}") as pool:
+            with self._context(f"commit-{self.layout.job_id[:16]}") as ctx:
                 replayed = txn.open(committed_tasks, extra_destination_roots)
                 if replayed is not None:
-                    self._discard_replayed(pool)
+                    self._discard_replayed(ctx)
                     return replayed
                 if txn.loads_manifests:
-                    t0 = time.perf_counter()
-                    plan = load_manifests(self.store, self.layout, cfg, pool,
-                                          committed_tasks=txn.tasks_to_load(),
-                                          extra_destination_roots=txn.extra_roots,
-                                          progress=progress)
-                    stats.timed(st.STAGE_LOAD_MANIFESTS, time.perf_counter() - t0)
-                    stats.incr(st.COMMITTER_TASKS_COMPLETED, len(plan.tasks))
-                    txn.plan(plan, pool)
-
-                    stage = "create_directories"
-                    t0 = time.perf_counter()
-                    txn.move_partitions_aside(pool, progress)
+                    plan = run("load_manifests", st.STAGE_LOAD_MANIFESTS,
+                               lambda: self._load(ctx, txn))
+                    txn.plan(plan, ctx)
+                    run("create_directories", None, lambda: txn.move_partitions_aside(ctx))
                     if txn.renaming():
-                        create_directories(self.store, plan, self.layout.dest, cfg, pool,
-                                           progress)
-                        stats.timed(st.STAGE_CREATE_TARGET_DIRS, time.perf_counter() - t0)
-
-                        stage = "rename_files"
-                        t0 = time.perf_counter()
-                        replacing = cfg.delete_target_files or \
-                            cfg.conflict_policy == "last-writer-wins"
-                        renamed = rename_files(self.store, plan, cfg, pool, progress,
-                                               on_exists=txn.displacer() if replacing else None)
+                        run("create_directories", st.STAGE_CREATE_TARGET_DIRS,
+                            lambda: create_directories(ctx, plan))
+                        run("rename_files", st.STAGE_RENAME_FILES,
+                            lambda: self._rename(ctx, plan, txn))
                         txn.renamed()
-                        stats.timed(st.STAGE_RENAME_FILES, time.perf_counter() - t0)
-                        stats.incr(st.COMMITTER_FILES_COMMITTED, renamed)
-                        stats.incr(st.COMMITTER_BYTES_COMMITTED, plan.bytes)
-
                     if cfg.validate_output:
-                        stage = "validate_output"
-                        t0 = time.perf_counter()
-                        validate_output(self.store, plan, cfg, pool, progress)
-                        stats.timed(st.STAGE_VALIDATE_OUTPUT, time.perf_counter() - t0)
-
-                stage = "save_success_marker"
+                        run("validate_output", st.STAGE_VALIDATE_OUTPUT,
+                            lambda: validate_output(ctx, plan))
                 stats.timed(st.COMMIT_JOB, time.perf_counter() - t_start)
-                summary = txn.save_success(
-                    self._summary(plan, success=True, stage=stage),
-                    lambda s: save_success_marker(self.store, self.layout, s))
-                if plan is not None:
-                    self._keep_manifests(plan)
-
-                stage = "cleanup"
-                self._cleanup_after_success(pool, txn)
+                summary = run("save_success_marker", None,
+                              lambda: self._save_success(txn, plan))
+                run("cleanup", None, lambda: self._cleanup_after_success(ctx, txn))
         except ManifestCommitterError as e:
             txn.forget_if_unstarted()
-            self._fail(plan, stage, e)
+            self._fail(plan, runner.current, e)
             if isinstance(e, _PASS_THROUGH):
                 raise
-            raise CommitFailedError(stage, str(e)) from e
+            raise CommitFailedError(runner.current, str(e)) from e
         except Exception as e:
             txn.forget_if_unstarted()
-            self._fail(plan, stage, e)
-            raise CommitFailedError(stage, f"{type(e).__name__}: {e}") from e
+            self._fail(plan, runner.current, e)
+            raise CommitFailedError(runner.current, f"{type(e).__name__}: {e}") from e
         finally:
             if plan is not None:
                 plan.renames.close()
             txn.close()
             self.close()
         save_report(cfg, summary)
+        return summary
+
+    # -- the stages, as commit runs them -----------------------------------------------------
+
+    def _load(self, ctx: StageContext, txn: CommitTransaction) -> JobPlan:
+        plan = load_manifests(ctx, committed_tasks=txn.tasks_to_load(),
+                              extra_destination_roots=txn.extra_roots)
+        self.store.stats.incr(st.COMMITTER_TASKS_COMPLETED, len(plan.tasks))
+        return plan
+
+    def _rename(self, ctx: StageContext, plan: JobPlan, txn: CommitTransaction) -> None:
+        cfg = self.config
+        replacing = cfg.delete_target_files or cfg.conflict_policy == "last-writer-wins"
+        renamed = rename_files(ctx, plan, on_exists=txn.displacer() if replacing else None)
+        self.store.stats.incr(st.COMMITTER_FILES_COMMITTED, renamed)
+        self.store.stats.incr(st.COMMITTER_BYTES_COMMITTED, plan.bytes)
+
+    def _save_success(self, txn: CommitTransaction, plan: JobPlan | None) -> SuccessData:
+        summary = txn.save_success(
+            self._summary(plan, success=True, stage="save_success_marker"),
+            lambda s: save_success_marker(self.store, self.layout, s))
+        if plan is not None:
+            self._keep_manifests(plan)
         return summary
 
     def abort(self) -> None:
@@ -191,9 +190,8 @@ class JobCommitter:
             if self.config.abort_rollback and undo:
                 rollback_job(self.store, self.layout, self.config, progress=self.progress)
             else:
-                with ThreadPoolExecutor(self.config.io_threads,
-                                        thread_name_prefix="abort") as pool:
-                    cleanup_job(self.store, self.layout, self.config, pool)
+                with self._context("abort") as ctx:
+                    cleanup_job(ctx)
         except Exception:
             LOG.exception("abort of job %s could not remove %s", self.layout.job_id,
                           self.layout.job_dir)
@@ -221,10 +219,9 @@ class JobCommitter:
         if lock is not None:
             lock.acquire()
         try:
-            with ThreadPoolExecutor(self.config.io_threads,
-                                    thread_name_prefix="move-aside") as pool:
-                moved = aside.record_and_move(self.store, self.layout, path, pool,
-                                              2 * self.config.io_threads)
+            with self._context("move-aside") as ctx:
+                moved = aside.record_and_move(self.store, self.layout, path, ctx.pool,
+                                              ctx.window)
         finally:
             if lock is not None:
                 lock.release()
@@ -269,10 +266,12 @@ class JobCommitter:
         base = join(target, self.layout.job_id)
         with open_store(target, self.config, stats=self.store.stats) as out:
             for path in plan.manifest_paths:
-                name = path.rstrip("/").rsplit("/", 1)[-1]
-                out.write_bytes(join(base, name), self.store.read_bytes(path))
+                out.write_bytes(join(base, basename(path)), self.store.read_bytes(path))
 
-    def _discard_replayed(self, pool: ThreadPoolExecutor) -> None:
+    def _context(self, name: str) -> AbstractContextManager[StageContext]:
+        return stage_context(self.store, self.layout, self.config, self.progress, name)
+
+    def _discard_replayed(self, ctx: StageContext) -> None:
         # The job id committed before; task output set up again under it is a duplicate that
         # must not be committed, and is removed like any finished job's directory.
         if self.config.cleanup_skipped:
@@ -280,17 +279,16 @@ class JobCommitter:
         if self.store.exists(self.layout.attempt_dir):
             LOG.warning("job %s was already committed; discarding %s", self.layout.job_id,
                         self.layout.attempt_dir)
-            cleanup_job(self.store, self.layout, self.config, pool)
+            cleanup_job(ctx)
         else:  # the first commit may have died between removing its directory and _temporary
             self.store.remove_dir_if_empty(self.layout.temporary_dir)
 
-    def _cleanup_after_success(self, pool: ThreadPoolExecutor, txn: CommitTransaction) -> None:
+    def _cleanup_after_success(self, ctx: StageContext, txn: CommitTransaction) -> None:
         # The output is committed and _SUCCESS written: a failure to tidy up is reported, not
         # turned into a failed job (the output would be there, but Spark would call it failed).
         t0 = time.perf_counter()
         try:
-            txn.finish(pool, lambda: cleanup_job(self.store, self.layout, self.config, pool,
-                                                 self.progress))
+            txn.finish(lambda: cleanup_job(ctx))
         except ManifestCommitterError:
             LOG.exception("job %s committed, but its directory %s could not be removed",
                           self.layout.job_id, self.layout.job_dir)

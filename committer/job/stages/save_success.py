@@ -1,5 +1,8 @@
 """Job commit, stage 5: the summary, saved atomically as ``_SUCCESS``, and its report copies.
 
+(When a commit runs under a journal, the transaction first moves a previous job's ``_SUCCESS``
+aside and afterwards records the commit in the destination's history: ``durability/``.)
+
 The same document is the ``_SUCCESS`` marker (on success), the copy in the summary report
 directory (on success *and* failure, named ``summary-<jobId>.json``), and what the Python API and
 the CLI return.
@@ -15,7 +18,7 @@ from datetime import UTC, datetime
 
 from committer import statistics as st
 from committer.config import CommitterConfig
-from committer.layout import JobLayout, join
+from committer.layout import JobLayout, report_path
 from committer.store import open_store
 from committer.store.managed import ManagedStore
 from manifest_schema import SuccessData
@@ -65,8 +68,7 @@ def build_summary(
 def save_success_marker(store: ManagedStore, layout: JobLayout, summary: SuccessData) -> None:
     """Write to a temporary name inside the job directory, then move over ``_SUCCESS``."""
     t0 = time.perf_counter()
-    store.save_atomic(layout.success_marker, summary.dumps(),
-                      temp_path=join(layout.attempt_dir, "_SUCCESS.tmp"))
+    store.save_atomic(layout.success_marker, summary.dumps(), temp_path=layout.success_temp)
     store.stats.timed(st.STAGE_SAVE_SUCCESS, time.perf_counter() - t0)
 
 
@@ -75,7 +77,7 @@ def save_report(config: CommitterConfig, summary: SuccessData) -> str | None:
     directory = config.summary_report_directory
     if not directory:
         return None
-    path = join(directory, f"summary-{summary.job_id}.json")
+    path = report_path(directory, summary.job_id)
     try:
         with open_store(directory, config) as report_store:
             report_store.write_bytes(path, summary.dumps())

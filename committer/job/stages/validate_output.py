@@ -7,27 +7,22 @@ the commit while ``_SUCCESS`` is still absent, so no reader is told bad output i
 
 from __future__ import annotations
 
-from concurrent.futures import Executor
-
-from committer.config import CommitterConfig
 from committer.errors import CommitFailedError, PathNotFoundError
-from committer.job.plan import Chunk, JobPlan
+from committer.job.stages.context import StageContext
+from committer.job.stages.plan import Chunk, JobPlan
 from committer.parallel import run_parallel
-from committer.progress import ProgressCallback, notify
-from committer.store.managed import ManagedStore
 
 STAGE = "validate_output"
 SHOWN = 20
 
 
-def validate_output(
-    store: ManagedStore, plan: JobPlan, config: CommitterConfig, executor: Executor,
-    progress: ProgressCallback | None,
-) -> int:
-    check_etags = store.backend.rename_keeps_etag
+def validate_output(ctx: StageContext, plan: JobPlan) -> int:
+    """Check every planned destination; ``CommitFailedError`` listing what differs."""
+    store = ctx.store
+    check_etags = store.rename_keeps_etag
     problems: list[str] = []
     done = 0
-    notify(progress, STAGE, 0, plan.files)
+    ctx.notify(STAGE, 0, plan.files)
 
     def check(chunk: Chunk) -> list[str]:
         found = []
@@ -49,9 +44,9 @@ def validate_output(
         nonlocal done
         problems.extend(found)
         done += len(chunk.entries)
-        notify(progress, STAGE, done, plan.files)
+        ctx.notify(STAGE, done, plan.files)
 
-    run_parallel(executor, plan.renames, check, window=2 * config.io_threads, on_result=collect)
+    run_parallel(ctx.pool, plan.renames, check, window=ctx.window, on_result=collect)
     if problems:
         more = f" (and {len(problems) - SHOWN} more)" if len(problems) > SHOWN else ""
         raise CommitFailedError(

@@ -5,21 +5,19 @@ tasks listed it, in parallel. A directory that a concurrent job creates first is
 standing where a directory must go is deleted only when ``delete_target_files`` is set;
 otherwise the commit stops, naming it, before any file is renamed.
 
-With dynamic partition overwrite, the partitions this job writes are first moved aside into the
-job directory (``transaction.py``, ``move_aside.py``), so the renames that follow replace them
-whole, as Spark's own protocol does, while a rollback can still restore them.
+With dynamic partition overwrite, the partitions this job writes have already been moved aside
+into the job directory (by the commit transaction, ``durability/``), so the renames that follow
+replace them whole, as Spark's own protocol does, while a rollback can still restore them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from concurrent.futures import Executor
 
-from committer.config import CommitterConfig
 from committer.errors import PathExistsError
-from committer.job.plan import JobPlan
+from committer.job.stages.context import StageContext
+from committer.job.stages.plan import JobPlan
 from committer.parallel import Counter, run_parallel
-from committer.progress import ProgressCallback, notify
 from committer.store.managed import ManagedStore
 
 STAGE = "create_directories"
@@ -77,32 +75,31 @@ def _make_directory(store: ManagedStore, path: str, dest: str, delete_files: boo
     store.mkdirs(path)
 
 
-def create_directories(
-    store: ManagedStore, plan: JobPlan, dest: str, config: CommitterConfig, executor: Executor,
-    progress: ProgressCallback | None,
-) -> int:
-    dest = dest.rstrip("/")
+def create_directories(ctx: StageContext, plan: JobPlan) -> int:
+    """Create every leaf directory the plan needs; returns how many."""
+    store, config = ctx.store, ctx.config
+    dest = ctx.layout.dest
     store.mkdirs(dest)
     wanted = set(plan.directories)
     wanted.update(plan.partitions)
     wanted.discard(dest)
     leaves = leaf_directories(wanted)
-    if store.backend.flat_walk:
+    if store.flat_walk:
         # A flat object store's directories are names: creating "p=1/q=2" sees nothing of an
         # object "p=1", which would stay beside the new directory (a file and a directory of
         # one name). A filesystem's mkdirs fails on it; here every ancestor of a leaf is
         # checked, once, before anything is created.
         ancestors = sorted({a for leaf in leaves for a in _ancestors(leaf, dest)[:-1]})
-        run_parallel(executor, ancestors,
+        run_parallel(ctx.pool, ancestors,
                      lambda p: _clear_ancestor(store, p, config.delete_target_files),
-                     window=2 * config.io_threads)
+                     window=ctx.window)
     counter = Counter()
-    notify(progress, STAGE, 0, len(leaves))
+    ctx.notify(STAGE, 0, len(leaves))
     run_parallel(
-        executor,
+        ctx.pool,
         leaves,
         lambda p: _make_directory(store, p, dest, config.delete_target_files),
-        window=2 * config.io_threads,
-        on_result=lambda _i, _r: notify(progress, STAGE, counter.add(1), len(leaves)),
+        window=ctx.window,
+        on_result=lambda _i, _r: ctx.notify(STAGE, counter.add(1), len(leaves)),
     )
     return len(leaves)

@@ -13,42 +13,33 @@ abort removes whatever it recreated (``TaskAttemptCommitter.abort``).
 from __future__ import annotations
 
 import time
-from concurrent.futures import Executor
 
-from committer.config import CommitterConfig
 from committer.errors import PathExistsError, PathNotFoundError
-from committer.job.setup import job_marker_path
+from committer.job.stages.context import StageContext
 from committer.layout import JobLayout
 from committer.parallel import Counter, run_parallel
-from committer.progress import ProgressCallback, notify
 from committer.store.managed import ManagedStore
 
 STAGE = "cleanup"
 
 
-def cleanup_job(
-    store: ManagedStore,
-    layout: JobLayout,
-    config: CommitterConfig,
-    executor: Executor | None,
-    progress: ProgressCallback | None = None,
-) -> int:
+def cleanup_job(ctx: StageContext) -> int:
     """Delete the job directory; return how many task attempt directories were removed."""
-    store.delete_file(job_marker_path(layout))
+    store, layout, config = ctx.store, ctx.layout, ctx.config
+    store.delete_file(layout.job_marker)
     removed = 0
-    if config.cleanup_parallel_delete and executor is not None:
+    if config.cleanup_parallel_delete:
         try:
             task_dirs = [s.path for s in store.list_dir(layout.tasks_dir) if s.is_dir]
         except PathNotFoundError:
             task_dirs = []
         counter = Counter()
-        notify(progress, STAGE, 0, len(task_dirs))
-        run_parallel(executor, task_dirs, store.delete_tree, window=2 * config.io_threads,
-                     on_result=lambda _i, _r: notify(progress, STAGE, counter.add(1),
-                                                     len(task_dirs)))
+        ctx.notify(STAGE, 0, len(task_dirs))
+        run_parallel(ctx.pool, task_dirs, store.delete_tree, window=ctx.window,
+                     on_result=lambda _i, _r: ctx.notify(STAGE, counter.add(1), len(task_dirs)))
         removed = len(task_dirs)
         if store.prunes_empty_dirs:
-            _delete_manifests(store, layout, config, executor)
+            _delete_manifests(ctx)
     _delete_job_dir(store, layout)
     store.remove_dir_if_empty(layout.temporary_dir)
     return removed
@@ -71,15 +62,15 @@ def _delete_job_dir(store: ManagedStore, layout: JobLayout) -> None:
                 raise
 
 
-def _delete_manifests(store: ManagedStore, layout: JobLayout, config: CommitterConfig,
-                      executor: Executor) -> None:
+def _delete_manifests(ctx: StageContext) -> None:
     """Local disk deletes a tree one file at a time, and with one manifest per task that was
     most of the cleanup of a large job: the manifests go first, a chunk per worker."""
+    store = ctx.store
     try:
-        paths = [s.path for s in store.list_dir(layout.manifests_dir) if not s.is_dir]
+        paths = [s.path for s in store.list_dir(ctx.layout.manifests_dir) if not s.is_dir]
     except PathNotFoundError:
         return
-    per = max(1, -(-len(paths) // config.io_threads))
+    per = max(1, -(-len(paths) // ctx.config.io_threads))
     chunks = [paths[i : i + per] for i in range(0, len(paths), per)]
-    run_parallel(executor, chunks, lambda chunk: [store.delete_file(p) for p in chunk],
-                 window=2 * config.io_threads)
+    run_parallel(ctx.pool, chunks, lambda chunk: [store.delete_file(p) for p in chunk],
+                 window=ctx.window)

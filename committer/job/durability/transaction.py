@@ -1,4 +1,4 @@
-"""What makes a job commit crash-safe, concurrent and replayable, as hooks ``commit.py`` calls.
+"""The journal around the stages of a commit: the hooks ``JobCommitter.commit`` calls.
 
     open()           journal loaded (resume) or started; lock taken; a recorded job replayed
     plan()           manifests identified, replaced partitions and new directories noted:
@@ -15,44 +15,44 @@ repeated (moving partitions aside once files have been renamed into them) are sk
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Executor
 from typing import Any
 
 import orjson
 
 from committer.config import CommitterConfig
-from committer.errors import JobConflictError, PathNotFoundError, StoreError
-from committer.job import history, move_aside
-from committer.job.create_directories import leaf_directories
-from committer.job.history import HistoryRecord
-from committer.job.journal import (
+from committer.errors import JobConflictError, StoreError
+from committer.job.durability import history, move_aside
+from committer.job.durability.journal import (
+    advance,
+    load_journal,
+    manifest_identities,
+    save_journal,
+)
+from committer.job.durability.lock import DestinationLock
+from committer.job.stages.context import StageContext
+from committer.job.stages.create_directories import leaf_directories
+from committer.job.stages.plan import JobPlan
+from committer.layout import DISPLACED_DIR, REPLACED_DIR, JobLayout, history_dir, join
+from committer.parallel import run_parallel
+from committer.store.managed import ManagedStore
+from manifest_schema import SuccessData
+from manifest_schema.journal import (
     MODE_APPEND,
     MODE_DYNAMIC,
     MODE_STATIC,
     Journal,
     ManifestRef,
-    MovedAside,
     State,
-    advance,
-    journal_path,
-    load_journal,
-    manifest_identities,
-    save_journal,
 )
-from committer.job.lock import DestinationLock
-from committer.job.plan import JobPlan
-from committer.layout import JobLayout, join
-from committer.parallel import run_parallel
-from committer.progress import ProgressCallback, notify
-from committer.store.managed import ManagedStore
-from manifest_schema import SuccessData
+from manifest_schema.records import HistoryRecord, MovedAside
 
 LOG = logging.getLogger("committer.job")
 
-PREVIOUS_SUCCESS = "_SUCCESS.previous"
 MOVE_ASIDE_STAGE = "replace_partitions"
+SUCCESS_LIMIT = 64 * 1024 * 1024
 
 
 def lock_wanted(config: CommitterConfig, mode: str) -> bool:
@@ -70,9 +70,8 @@ def open_lock(store: ManagedStore, layout: JobLayout, config: CommitterConfig,
 def success_job_id(store: ManagedStore, path: str) -> str | None:
     """The job id inside a ``_SUCCESS`` file; ``None`` if absent, and "" if not ours to parse
     (an empty Hadoop marker, or another format)."""
-    try:
-        data = store.read_bytes(path, limit=64 * 1024 * 1024)
-    except PathNotFoundError:
+    data = store.read_if_exists(path, SUCCESS_LIMIT)
+    if data is None:
         return None
     try:
         doc = orjson.loads(data)
@@ -101,7 +100,7 @@ class CommitTransaction:
         self.store = store
         # Bookkeeping (journal, lease, history, probes) goes through its own statistics, so the
         # job's IOStatistics keep Hadoop's meaning: op_rename counts renamed files, not ours.
-        self.meta = ManagedStore(store.backend, store.config, limiter=store.limiter)
+        self.meta = store.with_own_statistics()
         self.layout = layout
         self.config = config
         self.dynamic = dynamic
@@ -150,12 +149,10 @@ class CommitTransaction:
                              layout.job_id, record.committed_ms)
                     return record.success_data()
             if journal is None:
-                journal = Journal(layout.job_id, layout.attempt, layout.dest,
-                                  layout.hadoop_naming, mode,
-                                  committed_tasks=dict(committed_tasks)
-                                  if committed_tasks is not None else None,
-                                  extra_roots=list(extra_roots), moved_aside=statics)
-                save_journal(store, layout, journal)
+                journal = save_journal(store, layout, Journal(
+                    layout.job_id, layout.attempt, layout.dest, layout.hadoop_naming, mode,
+                    committed_tasks=dict(committed_tasks) if committed_tasks is not None
+                    else None, extra_roots=tuple(extra_roots), moved_aside=tuple(statics)))
             else:
                 LOG.warning("job %s: continuing an interrupted commit from state %s",
                             layout.job_id, journal.state.label)
@@ -170,7 +167,7 @@ class CommitTransaction:
         to resume or roll back: the journal goes, leaving the job directory as it was."""
         if self.journal is not None and self.journal.state == State.LOADING:
             try:
-                self.meta.delete_file(journal_path(self.layout))
+                self.meta.delete_file(self.layout.journal)
             except StoreError:
                 LOG.warning("could not remove the journal of job %s", self.layout.job_id,
                             exc_info=True)
@@ -193,7 +190,7 @@ class CommitTransaction:
         return j.committed_tasks
 
     @property
-    def extra_roots(self) -> list[str]:
+    def extra_roots(self) -> tuple[str, ...]:
         return self._journal().extra_roots
 
     @property
@@ -203,7 +200,7 @@ class CommitTransaction:
 
     # -- planning --------------------------------------------------------------------------
 
-    def plan(self, plan: JobPlan, executor: Executor) -> None:
+    def plan(self, plan: JobPlan, ctx: StageContext) -> None:
         """Record the plan before anything moves, or check that it is still the same one."""
         j = self._journal()
         idents = manifest_identities(self.meta, self.layout)
@@ -224,23 +221,23 @@ class CommitTransaction:
                                        f"{j.job_id} was loading it")
             refs.append(ManifestRef(task.task_id, task.task_attempt_id, task.manifest_path,
                                     ident[0], ident[1]))
-        j.manifests = refs
-        j.files, j.bytes = plan.files, plan.bytes
+        moved = j.moved_aside
         if j.mode == MODE_DYNAMIC:
-            j.moved_aside += [MovedAside(p, move_aside.aside_location(self.layout, p))
-                              for p in partitions_to_replace(plan, self.layout.dest,
-                                                             j.extra_roots)]
-        j.new_directories = self._absent_directories(plan, executor)
-        advance(self.meta, self.layout, j, State.PLANNED)
+            moved += tuple(MovedAside(p, self.layout.aside_location(p))
+                           for p in partitions_to_replace(plan, self.layout.dest, j.extra_roots))
+        j = dataclasses.replace(j, manifests=tuple(refs), files=plan.files, bytes=plan.bytes,
+                                moved_aside=moved,
+                                new_directories=tuple(self._absent_directories(plan, ctx)))
+        self.journal = advance(self.meta, self.layout, j, State.PLANNED)
 
-    def _absent_directories(self, plan: JobPlan, executor: Executor) -> list[str]:
+    def _absent_directories(self, plan: JobPlan, ctx: StageContext) -> list[str]:
         """Directories the commit may create, that do not exist yet: rollback removes them
         again (if empty). One probe per leaf directory that exists; a new leaf costs one probe
         per missing ancestor."""
         roots = [self.layout.dest, *(r.rstrip("/") for r in self._journal().extra_roots)]
         wanted = set(plan.directories) | set(plan.partitions)
         if self.config.history_enabled:
-            wanted.add(history.history_dir(self.layout.dest))
+            wanted.add(history_dir(self.layout.dest))
 
         def probe(leaf: str) -> list[str]:
             root = next((r for r in roots if leaf.startswith(r + "/")), None)
@@ -257,15 +254,13 @@ class CommitTransaction:
             return absent
 
         found: set[str] = set()
-        run_parallel(executor, leaf_directories(wanted), probe,
-                     window=2 * self.config.io_threads,
+        run_parallel(ctx.pool, leaf_directories(wanted), probe, window=ctx.window,
                      on_result=lambda _leaf, absent: found.update(absent))
         return sorted(found)
 
     # -- the stages ------------------------------------------------------------------------
 
-    def move_partitions_aside(self, executor: Executor,
-                              progress: ProgressCallback | None) -> None:
+    def move_partitions_aside(self, ctx: StageContext) -> None:
         """Dynamic partition overwrite: the partitions being replaced go into the job dir.
 
         Repeated after a crash only while no file has been renamed yet (state 'planned'):
@@ -275,12 +270,11 @@ class CommitTransaction:
             return
         self.check_lock()
         targets = [m.original for m in j.moved_aside]
-        notify(progress, MOVE_ASIDE_STAGE, 0, len(targets))
+        ctx.notify(MOVE_ASIDE_STAGE, 0, len(targets))
         for done, path in enumerate(targets, 1):
-            move_aside.move_aside(self.store, self.layout, path, executor,
-                                  2 * self.config.io_threads)
-            notify(progress, MOVE_ASIDE_STAGE, done, len(targets))
-        advance(self.meta, self.layout, j, State.PARTITIONS_MOVED)
+            move_aside.move_aside(self.store, self.layout, path, ctx.pool, ctx.window)
+            ctx.notify(MOVE_ASIDE_STAGE, done, len(targets))
+        self.journal = advance(self.meta, self.layout, j, State.PARTITIONS_MOVED)
 
     def renaming(self) -> bool:
         """Before the rename stage; ``False`` when an earlier run already finished it."""
@@ -288,11 +282,11 @@ class CommitTransaction:
         if j.state >= State.RENAMED:
             return False
         self.check_lock()
-        advance(self.meta, self.layout, j, State.RENAMING)
+        self.journal = advance(self.meta, self.layout, j, State.RENAMING)
         return True
 
     def renamed(self) -> None:
-        advance(self.meta, self.layout, self._journal(), State.RENAMED)
+        self.journal = advance(self.meta, self.layout, self._journal(), State.RENAMED)
 
     def displacer(self) -> Callable[[str], None]:
         """Last writer wins (or delete.target.files): an existing destination file is moved
@@ -314,23 +308,22 @@ class CommitTransaction:
             if owner is not None and owner != j.job_id:
                 # Keep the previous job's marker until this commit is final: rollback puts
                 # it back. A rename keeps it whole, and our marker replaces nothing.
-                self.meta.replace_file(marker, join(self.layout.attempt_dir, PREVIOUS_SUCCESS))
+                self.meta.replace_file(marker, self.layout.previous_success)
             save_marker(summary)
         if self.config.history_enabled:
             record = HistoryRecord(j.job_id, j.attempt, j.mode, summary.timestamp, j.files,
                                    j.bytes, len(j.manifests), summary.to_json())
             history.write_record(self.meta, self.layout.dest, record,
-                                 temp_path=join(self.layout.attempt_dir, "_history.tmp"))
-        advance(self.meta, self.layout, j, State.SUCCESS_WRITTEN)
+                                 temp_path=self.layout.history_temp)
+        self.journal = advance(self.meta, self.layout, j, State.SUCCESS_WRITTEN)
         return summary
 
-    def finish(self, executor: Executor, cleanup: Callable[[], Any]) -> None:
+    def finish(self, cleanup: Callable[[], Any]) -> None:
         """The point of no return: delete what was moved aside, then the job directory."""
-        j = self._journal()
-        advance(self.meta, self.layout, j, State.CLEANING)
-        for kind in (move_aside.REPLACED_DIR, move_aside.DISPLACED_DIR):
+        j = self.journal = advance(self.meta, self.layout, self._journal(), State.CLEANING)
+        for kind in (REPLACED_DIR, DISPLACED_DIR):
             self.meta.delete_tree(join(self.layout.attempt_dir, kind))
         if self.config.cleanup_skipped:
-            advance(self.meta, self.layout, j, State.CLEANED)
+            self.journal = advance(self.meta, self.layout, j, State.CLEANED)
             return
         cleanup()

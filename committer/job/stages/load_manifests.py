@@ -5,6 +5,7 @@ commit stops with an ``UntrustedManifestError`` listing them all: a manifest of 
 attempt, an unreadable or oversized one, a file outside its task's directory, a destination
 outside the destination directory, and the same destination claimed by two tasks.
 
+The checks themselves are in ``manifest_checks.py`` (the CLI's ``validate`` runs them too).
 Memory stays bounded however many files there are: entries go straight into the spilling
 :class:`RenamePlan`, and duplicate destinations are found through a set of 64-bit string hashes,
 with a second pass over the plan only to confirm the rare candidates.
@@ -19,16 +20,21 @@ from operator import itemgetter
 
 from committer.config import CommitterConfig
 from committer.errors import FormatError, StoreError, UntrustedManifestError
-from committer.job.plan import JobPlan, RenameEntry, RenamePlan, TaskSummary
-from committer.job.untrusted import EntryChecker, note_destinations
-from committer.layout import MANIFEST_SUFFIX, JobLayout, is_valid_id
+from committer.job.stages.context import StageContext
+from committer.job.stages.entry_checks import EntryChecker
+from committer.job.stages.manifest_checks import (
+    DuplicateDestinations,
+    capped,
+    check_entries,
+    header_problems,
+)
+from committer.job.stages.plan import JobPlan, RenameEntry, RenamePlan, TaskSummary
+from committer.layout import JobLayout, basename, manifest_task_id
 from committer.parallel import prefetched
-from committer.progress import ProgressCallback, notify
 from committer.store.managed import ManagedStore
-from manifest_schema import iter_dir_entries, iter_file_entries, parse_document
+from manifest_schema import parse_document
 
 STAGE = "load_manifests"
-PROBLEMS_PER_MANIFEST = 50
 _SIZE = itemgetter(2)
 
 
@@ -36,9 +42,9 @@ def list_manifests(store: ManagedStore, layout: JobLayout) -> dict[str, str]:
     """``task id -> manifest path`` for every committed manifest (temporary ones excluded)."""
     out: dict[str, str] = {}
     for status in store.list_dir(layout.manifests_dir):
-        name = status.path.rstrip("/").rsplit("/", 1)[-1]
-        if not status.is_dir and name.endswith(MANIFEST_SUFFIX):
-            out[name[: -len(MANIFEST_SUFFIX)]] = status.path
+        task_id = manifest_task_id(basename(status.path))
+        if not status.is_dir and task_id is not None:
+            out[task_id] = status.path
     return out
 
 
@@ -80,25 +86,13 @@ class _ManifestLoader:
         except FormatError as e:
             return _Loaded(None, problems=[str(e)])
         out = _Loaded(None)
-        problems = out.problems
-        attempt_id: str = doc["taskAttemptID"]
-        if doc["jobId"] != self.layout.job_id:
-            problems.append(
-                f"{path}: jobId is {doc['jobId']!r}, not this job ({self.layout.job_id})")
-        if doc.get("jobAttemptNumber", 0) != self.layout.attempt:
-            problems.append(f"{path}: jobAttemptNumber is {doc.get('jobAttemptNumber')}, "
-                            f"not this attempt ({self.layout.attempt})")
-        if doc["taskID"] != task_id:
-            problems.append(
-                f"{path}: taskID is {doc['taskID']!r} but the file is named for {task_id!r}")
-        if not is_valid_id(attempt_id):
-            # it becomes part of the allowed source prefix: "../x" would widen that prefix
-            problems.append(f"{path}: taskAttemptID {attempt_id!r} is not a valid id")
-        elif self.expected is not None and self.expected.get(task_id) != attempt_id:
-            problems.append(f"{path}: written by task attempt {attempt_id}, but the committed "
-                            f"attempt of {task_id} is {self.expected.get(task_id)}")
-        if problems:
+        out.problems = header_problems(
+            doc, path, job_id=self.layout.job_id, attempt=self.layout.attempt, task_id=task_id,
+            committed_attempt=self.expected.get(task_id) if self.expected is not None else None,
+            check_committed=self.expected is not None)
+        if out.problems:
             return out
+        attempt_id: str = doc["taskAttemptID"]
         fast = self.checker.plain_files(doc.get("files"), attempt_id)
         dirs = self.checker.plain_directories(doc.get("directories"))
         if fast is not None and dirs is not None:
@@ -108,51 +102,21 @@ class _ManifestLoader:
             size = sum(map(_SIZE, fast))
             out.summary = TaskSummary(task_id, attempt_id, path, len(fast), size, len(data))
             return out
-        check_source, check_dest = self.checker.source, self.checker.destination
-        entries = out.entries
-        size = 0
-        sources: set[str] = set()  # sources lie in this attempt's own directory: per manifest
-        try:
-            for s, d, z, etag in iter_file_entries(doc, path):
-                src, why = check_source(s, attempt_id)
-                if src is None:
-                    problems.append(f"{path}: {why}")
-                    continue
-                if src in sources:  # else the second rename fails after others have moved
-                    problems.append(f"{path}: source {s} is listed twice")
-                    continue
-                sources.add(src)
-                dst, why = check_dest(d)
-                if dst is None:
-                    problems.append(f"{path}: {why}")
-                    continue
-                entries.append((src, dst, z, etag))
-                size += z
-                if len(out.dest_uris) < self.config.success_file_names:
-                    out.dest_uris.append(d)
-            for entry in iter_dir_entries(doc, path):
-                loc, why = self.checker.directory(entry.dest)
-                if loc is None:
-                    problems.append(f"{path}: {why}")
-                elif not self.checker.is_root(loc):  # a root exists already: nothing to create
-                    out.directories[loc] = entry.level
-        except FormatError as e:
-            problems.append(str(e))
-        except ValueError as e:
-            problems.append(f"{path}: {e}")
-        if len(problems) > PROBLEMS_PER_MANIFEST:
-            extra = len(problems) - PROBLEMS_PER_MANIFEST
-            del problems[PROBLEMS_PER_MANIFEST:]
-            problems.append(f"{path}: ... and {extra} more problems in this manifest")
-        out.summary = TaskSummary(task_id, attempt_id, path, len(entries), size, len(data))
+        checked = check_entries(doc, path, attempt_id, self.checker,
+                                keep_uris=self.config.success_file_names)
+        out.entries, out.directories, out.dest_uris = (checked.files, checked.directories,
+                                                       checked.dest_uris)
+        out.problems = capped(checked.problems, path)
+        out.summary = TaskSummary(task_id, attempt_id, path, len(checked.files), checked.bytes,
+                                  len(data))
         return out
 
 
-def load_window(store: ManagedStore, layout: JobLayout, config: CommitterConfig) -> int:
+def load_window(ctx: StageContext) -> int:
     """How many manifest reads run ahead on the pool: ``2 x io_threads`` where a read waits
     (an object store, a network filesystem); none on this machine's own disks, where a read
     is one quick system call and hand-offs between threads would cost more than it."""
-    return 2 * config.io_threads if store.reads_wait(layout.manifests_dir) else 0
+    return ctx.window if ctx.store.reads_wait(ctx.layout.manifests_dir) else 0
 
 
 def loaded_manifests(executor: Executor, work: Sequence[tuple[str, str]],
@@ -171,16 +135,15 @@ def loaded_manifests(executor: Executor, work: Sequence[tuple[str, str]],
 
 
 def load_manifests(
-    store: ManagedStore,
-    layout: JobLayout,
-    config: CommitterConfig,
-    executor: Executor,
+    ctx: StageContext,
     *,
     committed_tasks: Mapping[str, str] | None = None,
     extra_destination_roots: Sequence[str] = (),
-    progress: ProgressCallback | None = None,
     memory_entries: int = 200_000,
 ) -> JobPlan:
+    """The plan of every manifest to commit (all present, or those of ``committed_tasks``);
+    ``UntrustedManifestError`` listing every problem found, before anything moves."""
+    store, layout, config = ctx.store, ctx.layout, ctx.config
     found = list_manifests(store, layout)
     problems: list[str] = []
     if committed_tasks is not None:
@@ -196,18 +159,17 @@ def load_manifests(
                                                          extra_destination_roots),
                              config, committed_tasks)
     plan = JobPlan(RenamePlan(memory_entries), tasks_dir=layout.tasks_dir)
-    hashes: set[int] = set()
-    suspects: set[int] = set()
+    duplicates = DuplicateDestinations()
     total = len(work)
     done = 0
-    notify(progress, STAGE, 0, total)
+    ctx.notify(STAGE, 0, total)
 
     def merge(loaded: _Loaded) -> None:
         nonlocal done
         problems.extend(loaded.problems)
         done += 1
         if loaded.summary is None or loaded.problems:
-            notify(progress, STAGE, done, total)
+            ctx.notify(STAGE, done, total)
             return
         plan.tasks.append(loaded.summary)
         plan.manifest_paths.append(loaded.summary.manifest_path)
@@ -217,31 +179,17 @@ def load_manifests(
         found = loaded.directories
         for loc in found.keys() - plan.directories.keys():  # most tasks add none
             plan.directories[loc] = found[loc]
-        note_destinations(loaded.entries, hashes, suspects, plan.partitions)
+        duplicates.note(loaded.entries, plan.partitions)
         plan.renames.add(loaded.summary.task_id, loaded.entries)
-        notify(progress, STAGE, done, total)
+        ctx.notify(STAGE, done, total)
 
-    window = load_window(store, layout, config)
-    for _item, loaded in loaded_manifests(executor, work, loader, window):
+    window = load_window(ctx)
+    for _item, loaded in loaded_manifests(ctx.pool, work, loader, window):
         merge(loaded)
-    hashes.clear()  # release it before the confirmation pass
-    if suspects:
-        problems.extend(_confirm_duplicates(plan.renames, suspects))
+    duplicates.release()
+    problems.extend(duplicates.confirm(
+        (chunk.task_id, entry[1]) for chunk in plan.renames for entry in chunk.entries))
     if problems:
         plan.renames.close()
         raise UntrustedManifestError(problems)
     return plan
-
-
-def _confirm_duplicates(renames: RenamePlan, suspects: set[int]) -> list[str]:
-    """Second pass: which suspected destinations really are claimed more than once, and by whom."""
-    claims: dict[str, list[str]] = {}
-    for chunk in renames:
-        for entry in chunk.entries:
-            if hash(entry[1]) in suspects:
-                claims.setdefault(entry[1], []).append(chunk.task_id)
-    return [
-        f"destination {dest} is claimed by more than one task: {', '.join(sorted(tasks))}"
-        for dest, tasks in sorted(claims.items())
-        if len(tasks) > 1
-    ]
