@@ -66,8 +66,8 @@ def run_pulled(
     """Like :func:`run_parallel`, for many items of similar, small cost (a chunk of renames on
     local disk): ``workers`` long-lived tasks each pull the next item from the shared iterator
     and loop, as threads given their own share would. No future per item and no hand-off
-    through the calling thread per item: measured on the rename stage, that per-item traffic
-    (and the calling thread waking to take the GIL for each) cost a tenth of its throughput.
+    through the calling thread per item: that per-item traffic (and the calling thread waking
+    to take the GIL for each) costs as much as the work itself when an item is cheap.
     ``on_result`` still runs on the calling thread, for the items finished since its last
     wake (every ``report_every`` seconds). The first failure stops further pulls and is
     re-raised once every worker has stopped."""

@@ -8,7 +8,7 @@ and IOStatistics. Only the first ``filenames`` (100 by default) destinations are
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -58,9 +58,6 @@ class SuccessData:
 
     def dumps(self) -> bytes:
         return orjson.dumps(self.to_json(), option=orjson.OPT_INDENT_2)
-
-    def with_changes(self, **changes: Any) -> SuccessData:
-        return replace(self, **changes)
 
     @classmethod
     def loads(cls, data: bytes, source: str = "<memory>") -> SuccessData:

@@ -1,7 +1,7 @@
 """Local disk: direct ``os`` calls, the fast path of the engine.
 
 File renames use Linux ``renameat2(RENAME_NOREPLACE)``: atomic and never replacing an existing
-file, at the cost of a plain ``os.rename`` (measured equal here). Where that call is missing,
+file, at the cost of a plain ``os.rename``. Where that call is missing,
 ``link`` + ``unlink`` gives the same no-replace guarantee.
 
 Local files have no etag, so one is made from what a rename keeps: inode, modification time and
@@ -264,8 +264,7 @@ class LocalStore(Store):
         """The job commit's rename loop: one ``renameat2`` per entry and nothing else. The work
         is one system call per file, so per-file costs show directly as lost throughput: paths
         relative to the batch's common source and destination directories, opened once (the
-        kernel walks two components per path instead of a dozen: on tmpfs a fifth less system
-        time), and the loop itself in C with the GIL released once per batch where the
+        kernel walks two components per path instead of a dozen), and the loop itself in C with the GIL released once per batch where the
         ``_native`` module was built (else a ctypes call per entry, each taking and dropping
         the GIL). The first failure stops the loop and is handed back, translated."""
         reached, error = self._rename_run(entries, start)

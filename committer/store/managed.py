@@ -178,8 +178,8 @@ class ManagedStore:
             return
         # A walk is many listings, timed as one. It is collected before anything is yielded,
         # so that after a transient failure of any listing the walk can be redone, one
-        # retried listing at a time, without yielding an entry twice. (Before: a single
-        # throttled listing failed the whole task commit.)
+        # retried listing at a time, without yielding an entry twice: a single throttled
+        # listing must not fail the whole task commit.
         self._pace()
         t0 = time.perf_counter()
         try:
@@ -270,7 +270,7 @@ class ManagedStore:
         """Rename ``(src, dst, size, etag)`` entries; raises the first failure that no retry
         or recovery cured.
 
-        With no rate limit, a local rename is one system call of ~20us, and per-file timing,
+        With no rate limit, a local rename is one short system call, and per-file timing,
         statistics and calls through the layers would cost as much again in CPU and GIL
         hand-offs: the backend loops over the batch (``Store.rename_batch``), timed as a whole,
         and each failure takes the same recovery path as in ``rename_file``. Under a rate
