@@ -7,6 +7,8 @@
         _job.json                                               job marker (setup, exclusive)
         _journal.json                                           commit journal (durability)
         tasks/<taskAttemptId>/...                               task attempt working directories
+        tasks/<taskAttemptId>/_custom_locations/<n>/...         files for the n-th directory a
+                                                                task asked for outside dest
         manifests/<taskId>-manifest.json                        committed task manifests
         manifests/<taskAttemptId>-manifest.json.tmp             a manifest being saved
         replaced/d/<path below dest>                            data an overwrite moved aside
@@ -31,6 +33,9 @@ from manifest_schema.uris import is_local, local_path
 TEMPORARY_DIR = "_temporary"
 JOB_DIR_PREFIX = "manifest_"
 TASKS_DIR = "tasks"
+# Spark's partition directories always contain '=', so this name cannot be one of them; plain
+# output paths may not start with it (``TaskAttemptCommitter.output_path``).
+CUSTOM_LOCATIONS_DIR = "_custom_locations"
 MANIFESTS_DIR = "manifests"
 MANIFEST_SUFFIX = "-manifest.json"
 TEMP_MANIFEST_SUFFIX = "-manifest.json.tmp"

@@ -26,7 +26,7 @@ LAYOUT_NAMES = {
     "_temporary", "manifest_", "-manifest.json", "-manifest.json.tmp", "_SUCCESS",
     "_job.json", "_journal.json", "_SUCCESS.tmp", "_SUCCESS.previous", "_history.tmp",
     "replaced", "displaced", "_manifest_committer", "_manifest_committer/lock",
-    "_manifest_committer/history", ".lease",
+    "_manifest_committer/history", ".lease", "_custom_locations",
 }
 
 

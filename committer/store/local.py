@@ -264,9 +264,10 @@ class LocalStore(Store):
         """The job commit's rename loop: one ``renameat2`` per entry and nothing else. The work
         is one system call per file, so per-file costs show directly as lost throughput: paths
         relative to the batch's common source and destination directories, opened once (the
-        kernel walks two components per path instead of a dozen), and the loop itself in C with the GIL released once per batch where the
-        ``_native`` module was built (else a ctypes call per entry, each taking and dropping
-        the GIL). The first failure stops the loop and is handed back, translated."""
+        kernel walks two components per path instead of a dozen), and the loop itself in C
+        with the GIL released once per batch where the ``_native`` module was built (else a
+        ctypes call per entry, each taking and dropping the GIL). The first failure stops the
+        loop and is handed back, translated."""
         reached, error = self._rename_run(entries, start)
         return (len(entries), []) if error is None else (reached + 1, [(reached, error)])
 

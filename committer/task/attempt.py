@@ -2,7 +2,8 @@
 
     ta = TaskAttemptCommitter("gs://bucket/table", job_id, task_id, task_attempt_id)
     ta.setup()
-    with open_output(ta.output_path("year=2026/part-00000.parquet")) ...   # write the files
+    with ta.open_output("year=2026/part-00000.parquet") as f: ...     # write the files
+    with ta.open_output_at("/data/external/p=7", "part-00000.parquet") as f: ...  # elsewhere
     manifest = ta.commit()      # or ta.abort()
 
 Nothing is visible in the destination until job commit; a committed task is its manifest.
@@ -16,12 +17,12 @@ from typing import BinaryIO
 from committer import statistics as st
 from committer.config import CommitterConfig
 from committer.errors import ConfigError, JobConflictError
-from committer.layout import JobLayout, check_id, join
+from committer.layout import CUSTOM_LOCATIONS_DIR, JobLayout, check_id, join
 from committer.store import ManagedStore, open_store
 from committer.task.manifest import save_manifest
 from committer.task.scan import scan_task_directory
 from manifest_schema import TaskManifest
-from manifest_schema.uris import location_to_uri
+from manifest_schema.uris import is_local, local_path, location_to_uri
 
 
 def task_ids(job_id: str, task_number: int, attempt_number: int = 0) -> tuple[str, str]:
@@ -52,6 +53,7 @@ class TaskAttemptCommitter:
         self._owns_store = store is None
         self.store = store or open_store(self.layout.dest, self.config)
         self.working_dir = self.layout.task_attempt_dir(task_attempt_id)
+        self._custom_locations: list[str] = []
 
     def setup(self) -> None:
         """Create the working directory. Refused once the job is committed or aborted (or if it
@@ -64,11 +66,42 @@ class TaskAttemptCommitter:
         parts = relative.split("/")
         if relative.startswith("/") or any(p in ("", ".", "..") for p in parts):
             raise ConfigError(f"output path must be relative and plain, got {relative!r}")
+        if parts[0] == CUSTOM_LOCATIONS_DIR:
+            raise ConfigError(f"output path {relative!r}: {CUSTOM_LOCATIONS_DIR}/ is reserved "
+                              "for output_path_at")
         return join(self.working_dir, relative)
 
     def open_output(self, relative: str) -> BinaryIO:
         """Open ``relative`` for writing in the working directory (parents created as needed)."""
         return self.store.open_write(self.output_path(relative))
+
+    def output_path_at(self, directory: str, name: str) -> str:
+        """Where to write the file that job commit will place at ``directory/name``, for a
+        directory outside the destination (Spark's custom partition locations). The file is
+        staged under ``_custom_locations/<n>/`` in the working directory; job commit must be
+        given the directories (:attr:`custom_locations`) as ``extra_destination_roots``.
+        The mapping lives in this object: commit with the committer that handed out the paths.
+        """
+        if name in ("", ".", "..") or "/" in name:
+            raise ConfigError(f"file name must be one plain path segment, got {name!r}")
+        location = local_path(directory) if is_local(directory) else directory
+        location = location.rstrip("/")
+        if not location.startswith("/") and "://" not in location:
+            raise ConfigError(f"custom location must be absolute, got {directory!r}")
+        if location not in self._custom_locations:
+            self._custom_locations.append(location)
+        index = self._custom_locations.index(location)
+        return join(self.working_dir, CUSTOM_LOCATIONS_DIR, str(index), name)
+
+    def open_output_at(self, directory: str, name: str) -> BinaryIO:
+        """Open the file :meth:`output_path_at` names for writing."""
+        return self.store.open_write(self.output_path_at(directory, name))
+
+    @property
+    def custom_locations(self) -> tuple[str, ...]:
+        """The directories outside the destination this attempt has written for, in the order
+        of their ``_custom_locations/<n>`` index."""
+        return tuple(self._custom_locations)
 
     def commit(self) -> TaskManifest:
         """Scan the working directory into a manifest and make it the task's committed one."""
@@ -81,7 +114,8 @@ class TaskAttemptCommitter:
         t0 = time.perf_counter()
         self._require_job("commit")
         scan_t0 = time.perf_counter()
-        scan = scan_task_directory(self.store, self.working_dir, self.layout.dest)
+        scan = scan_task_directory(self.store, self.working_dir, self.layout.dest,
+                                   self._custom_locations)
         self.store.stats.timed(st.TASK_STAGE_SCAN, time.perf_counter() - scan_t0)
         self.store.stats.incr(st.COMMITTER_TASK_FILE_COUNT, len(scan.files))
         self.store.stats.incr(st.COMMITTER_TASK_FILE_SIZE, scan.total_size)

@@ -19,6 +19,7 @@ pyspark = pytest.importorskip("pyspark", reason="the spark suite needs pyspark i
 from pyspark.sql import SparkSession  # noqa: E402
 
 import committer.spark  # noqa: E402
+from tests.spark.task_driver import COORDINATION  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -47,3 +48,19 @@ def spark(spark_work_dir: Path) -> Iterator[Any]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+@pytest.fixture
+def no_coordinator(spark: Any) -> Iterator[None]:
+    """Spark's output commit coordinator off, so tests can call ``commitTask`` directly."""
+    # SparkContext.conf() is the live SparkConf that SparkEnv (and so the coordinator check) reads.
+    conf = spark.sparkContext._jsc.sc().conf()
+    before = conf.getOption(COORDINATION)
+    conf.set(COORDINATION, "false")
+    try:
+        yield
+    finally:
+        if before.isDefined():
+            conf.set(COORDINATION, before.get())
+        else:
+            conf.remove(COORDINATION)

@@ -7,6 +7,7 @@ Tests taking ``store_target`` are store-generic: here they run on local disk, an
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -256,3 +257,65 @@ def test_abort_while_the_job_is_set_up_keeps_the_job_directories(
     job = t.new_job(dest)
     t.task_attempt(dest, 0, 0, {}).abort()
     assert t.is_dir(job.layout.tasks_dir) and t.is_dir(job.layout.manifests_dir)
+
+
+def test_files_for_custom_locations_are_committed_outside_the_destination(
+    dest: Path, tmp_path: Path
+) -> None:
+    """Spark's custom partition locations, for Python writers: staged under
+    ``_custom_locations/<n>/``, placed in the n-th directory by job commit."""
+    elsewhere, other = tmp_path / "custom p=1 ü", tmp_path / "other"
+    job = new_job(str(dest))
+    ta = task_attempt(str(dest), 0, 0, {"p=0/in.csv": b"in"})
+    with ta.open_output_at(str(elsewhere), "a b%.csv") as f:
+        f.write(b"elsewhere")
+    with ta.open_output_at("file://" + str(other), "x.csv") as f:
+        f.write(b"other")
+    with ta.open_output_at(str(elsewhere) + "/", "zero.csv") as f:
+        pass
+    assert ta.custom_locations == (str(elsewhere), str(other))
+    assert ta.output_path_at(str(other), "x.csv") == (
+        f"{ta.working_dir}/_custom_locations/1/x.csv")
+    manifest = ta.commit()
+    assert sorted(uri_to_location(f.dest) for f in manifest.files) == sorted([
+        f"{dest}/p=0/in.csv", f"{elsewhere}/a b%.csv", f"{elsewhere}/zero.csv",
+        f"{other}/x.csv"])
+    assert [uri_to_location(d.dest) for d in manifest.directories] == [f"{dest}/p=0"]
+    job.commit({ta.task_id: ta.task_attempt_id}, extra_destination_roots=ta.custom_locations)
+    assert (elsewhere / "a b%.csv").read_bytes() == b"elsewhere"
+    assert (elsewhere / "zero.csv").read_bytes() == b""
+    assert (other / "x.csv").read_bytes() == b"other"
+    assert (dest / "p=0" / "in.csv").read_bytes() == b"in"
+
+
+@pytest.mark.parametrize(("directory", "name"), [
+    ("relative/dir", "a.csv"), ("/abs", ""), ("/abs", "a/b.csv"), ("/abs", ".."),
+])
+def test_output_path_at_needs_an_absolute_directory_and_a_plain_name(
+    dest: Path, directory: str, name: str
+) -> None:
+    ta = TaskAttemptCommitter(str(dest), JOB_ID, *task_ids(JOB_ID, 0), config=fast_config())
+    with pytest.raises(ConfigError):
+        ta.output_path_at(directory, name)
+
+
+def test_the_custom_location_area_is_not_a_plain_output_path(dest: Path) -> None:
+    ta = TaskAttemptCommitter(str(dest), JOB_ID, *task_ids(JOB_ID, 0), config=fast_config())
+    with pytest.raises(ConfigError, match="reserved"):
+        ta.output_path("_custom_locations/0/a.csv")
+
+
+@pytest.mark.parametrize("stray", ["_custom_locations/0/a.csv", "_custom_locations/x/a.csv",
+                                   "_custom_locations/0/sub/a.csv", "_custom_locations/0"])
+def test_a_file_with_no_recorded_custom_location_fails_the_task_commit(
+    dest: Path, stray: str
+) -> None:
+    """Nothing is guessed: such a file has no destination, so no manifest is saved."""
+    new_job(str(dest))
+    ta = task_attempt(str(dest), 0, 0, {"a.csv": b"a"})
+    path = Path(f"{ta.working_dir}/{stray}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"stray")
+    with pytest.raises(ConfigError, match=re.escape(str(path))):
+        ta.commit()
+    assert not Path(ta.layout.manifest_path(ta.task_id)).exists()

@@ -7,17 +7,23 @@ import java.io.InterruptedIOException;
 import java.net.URI;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
+import java.nio.file.NoSuchFileException;
 import java.nio.file.Paths;
+import java.nio.file.StandardCopyOption;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.apache.hadoop.conf.Configuration;
+import org.apache.hadoop.fs.ChecksumFileSystem;
 import org.apache.hadoop.fs.FSDataOutputStream;
+import org.apache.hadoop.fs.FileContext;
 import org.apache.hadoop.fs.FileStatus;
 import org.apache.hadoop.fs.FileSystem;
+import org.apache.hadoop.fs.Options;
 import org.apache.hadoop.fs.Path;
+import org.apache.hadoop.fs.RawLocalFileSystem;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -31,10 +37,8 @@ final class TaskManifestWriter {
   static final String SAVE_ATTEMPTS_KEY = "mapreduce.manifest.committer.manifest.save.attempts";
   static final int SAVE_ATTEMPTS_DEFAULT = 5;
 
-  // Hadoop's DirEntry status codes (EntryStatus ordinals).
-  static final int STATUS_NOT_FOUND = 1;
-  static final int STATUS_FILE = 2;
-  static final int STATUS_DIR = 3;
+  // Hadoop's DirEntry status code (EntryStatus ordinal) "unknown": job commit probes itself.
+  static final int STATUS_UNKNOWN = 0;
 
   private static final Logger LOG = LoggerFactory.getLogger(TaskManifestWriter.class);
   private static final ObjectMapper JSON = new ObjectMapper();
@@ -62,6 +66,12 @@ final class TaskManifestWriter {
    * {@code dest}; files under {@code workDir/<absoluteSubdir>/<i>/} map to
    * {@code absoluteDirs.get(i)}. Local checksum side files ({@code .name.crc}) are not output.
    *
+   * <p>The task-commit contract shared with the Python task side ({@code committer/task/scan.py}):
+   * a directory entry for every directory under the destination that holds output (a file, at
+   * any depth), with status UNKNOWN and its depth; empty directories are not output. Job commit
+   * probes and creates directories itself, when it runs: a state seen at task commit would be
+   * stale by then, so none is probed here.
+   *
    * <p>A recursive {@code listStatus} is used rather than {@code listFiles(dir, true)}: on the
    * local filesystem without Hadoop's native library the latter forks a process per entry.
    */
@@ -71,7 +81,6 @@ final class TaskManifestWriter {
     boolean failed = true;
     try {
       FileSystem fs = workDir.getFileSystem(conf);
-      FileSystem destFs = dest.getFileSystem(conf);
       Scan scan = new Scan();
       FileStatus[] top;
       try {
@@ -81,12 +90,13 @@ final class TaskManifestWriter {
         // A task that wrote nothing may never have had its directory created by the store.
         top = new FileStatus[0];
       }
+      DirFrame root = new DirFrame(dest, 0, null);
       for (FileStatus st : top) {
         String name = st.getPath().getName();
         if (st.isDirectory() && name.equals(absoluteSubdir)) {
           scanAbsolute(fs, st.getPath(), absoluteDirs, scan);
         } else {
-          visit(fs, destFs, st, dest, 1, true, scan);
+          visit(fs, st, root, scan);
         }
       }
       stats.increment("committer_task_file_count", scan.files.size());
@@ -99,21 +109,47 @@ final class TaskManifestWriter {
     }
   }
 
-  private void visit(
-      FileSystem fs, FileSystem destFs, FileStatus st, Path destParent, int depth,
-      boolean parentMayExist, Scan scan) throws IOException {
+  /** A destination directory on the current walk; recorded once, when a file is found in it. */
+  private static final class DirFrame {
+    final Path target;
+    final int depth;
+    final DirFrame parent;
+    boolean recorded;
+
+    DirFrame(Path target, int depth, DirFrame parent) {
+      this.target = target;
+      this.depth = depth;
+      this.parent = parent;
+    }
+  }
+
+  private void visit(FileSystem fs, FileStatus st, DirFrame parent, Scan scan)
+      throws IOException {
     String name = st.getPath().getName();
-    Path target = new Path(destParent, name);
+    Path target = new Path(parent.target, name);
     if (st.isDirectory()) {
-      int status = parentMayExist ? probe(destFs, target) : STATUS_NOT_FOUND;
-      scan.directories.add(dirEntry(target, status, depth));
+      DirFrame frame = new DirFrame(target, parent.depth + 1, parent);
       stats.increment("op_list_status", 1);
       for (FileStatus child : fs.listStatus(st.getPath())) {
-        visit(fs, destFs, child, target, depth + 1, status != STATUS_NOT_FOUND, scan);
+        visit(fs, child, frame, scan);
       }
     } else if (!isChecksumFile(name)) {
       scan.files.add(fileEntry(st, target));
       scan.bytes += st.getLen();
+      record(parent, scan);
+    }
+  }
+
+  /** Records {@code dir} and its unrecorded ancestors below the destination, outermost first. */
+  private static void record(DirFrame dir, Scan scan) {
+    List<DirFrame> pending = new ArrayList<>();
+    for (DirFrame d = dir; d != null && d.depth > 0 && !d.recorded; d = d.parent) {
+      pending.add(d);
+    }
+    for (int i = pending.size() - 1; i >= 0; i--) {
+      DirFrame d = pending.get(i);
+      d.recorded = true;
+      scan.directories.add(dirEntry(d.target, STATUS_UNKNOWN, d.depth));
     }
   }
 
@@ -127,7 +163,7 @@ final class TaskManifestWriter {
       } catch (NumberFormatException e) {
         throw new IOException("unexpected entry in the custom-location area: " + indexDir.getPath());
       }
-      if (index < 0 || index >= absoluteDirs.size()) {
+      if (!indexDir.isDirectory() || index < 0 || index >= absoluteDirs.size()) {
         throw new IOException("no custom location recorded for " + indexDir.getPath());
       }
       Path absDir = absoluteDirs.get(index);
@@ -146,23 +182,14 @@ final class TaskManifestWriter {
     }
   }
 
-  private int probe(FileSystem fs, Path dir) throws IOException {
-    stats.increment("op_get_file_status", 1);
-    try {
-      return fs.getFileStatus(dir).isDirectory() ? STATUS_DIR : STATUS_FILE;
-    } catch (FileNotFoundException e) {
-      return STATUS_NOT_FOUND;
-    }
-  }
-
   static boolean isChecksumFile(String name) {
     return name.startsWith(".") && name.endsWith(".crc");
   }
 
   private static Map<String, Object> fileEntry(FileStatus st, Path target) {
     Map<String, Object> entry = new LinkedHashMap<>();
-    entry.put("s", st.getPath().toUri().toString());
-    entry.put("d", target.toUri().toString());
+    entry.put("s", uriString(st.getPath()));
+    entry.put("d", uriString(target));
     entry.put("z", st.getLen());
     String identity = localIdentity(st);
     if (identity != null) {
@@ -198,9 +225,24 @@ final class TaskManifestWriter {
     }
   }
 
+  /**
+   * A path's URI string with one spelling per location, as the Python task side writes it: a
+   * local path is {@code file:/x}, never {@code file:///x} (a qualified local path's empty
+   * authority, which listings carry and child paths drop).
+   */
+  static String uriString(Path path) {
+    URI uri = path.toUri();
+    String authority = uri.getRawAuthority();
+    if ("file".equalsIgnoreCase(uri.getScheme()) && (authority == null || authority.isEmpty())
+        && uri.getRawPath() != null && uri.getRawPath().startsWith("/")) {
+      return "file:" + uri.getRawPath();
+    }
+    return uri.toString();
+  }
+
   private static Map<String, Object> dirEntry(Path dir, int status, int depth) {
     Map<String, Object> entry = new LinkedHashMap<>();
-    entry.put("d", dir.toUri().toString());
+    entry.put("d", uriString(dir));
     entry.put("t", status);
     entry.put("l", depth);
     return entry;
@@ -217,7 +259,7 @@ final class TaskManifestWriter {
     doc.put("jobAttemptNumber", jobAttempt);
     doc.put("taskID", taskId);
     doc.put("taskAttemptID", taskAttemptId);
-    doc.put("taskAttemptDir", workDir.toUri().toString());
+    doc.put("taskAttemptDir", uriString(workDir));
     doc.put("files", scan.files);
     doc.put("directories", scan.directories);
     doc.put("iostatistics", stats.snapshot());
@@ -225,29 +267,56 @@ final class TaskManifestWriter {
     return JSON.writeValueAsBytes(doc);
   }
 
+  /** How a save put the manifest in place. */
+  enum Replacement {
+    /** Local disk: rename(2) replaces the old manifest in one step. */
+    RENAME_OVER_LOCAL,
+    /** HDFS: rename with {@code Options.Rename.OVERWRITE}, one step in the NameNode. */
+    RENAME_OVER_HDFS,
+    /**
+     * Any other filesystem: Hadoop's {@code FileSystem.rename} never replaces, so an existing
+     * manifest is deleted first and, until the rename, there is none.
+     */
+    DELETE_THEN_RENAME
+  }
+
+  /** The replacement {@link #save} uses on {@code fs}. */
+  static Replacement replacementFor(FileSystem fs) {
+    if (rawLocal(fs) != null) {
+      return Replacement.RENAME_OVER_LOCAL;
+    }
+    if ("hdfs".equalsIgnoreCase(fs.getUri().getScheme())) {
+      return Replacement.RENAME_OVER_HDFS;
+    }
+    return Replacement.DELETE_THEN_RENAME;
+  }
+
+  private static RawLocalFileSystem rawLocal(FileSystem fs) {
+    FileSystem raw = fs instanceof ChecksumFileSystem ? ((ChecksumFileSystem) fs).getRawFileSystem()
+        : fs;
+    return raw instanceof RawLocalFileSystem ? (RawLocalFileSystem) raw : null;
+  }
+
   /**
-   * Saves {@code bytes} to {@code tmp} and renames it to {@code dest}, retrying the whole
-   * sequence (MAPREDUCE-7474: a store under load may fail the rename once). An existing
-   * {@code dest} is deleted first: a later attempt of the same task wins (HADOOP-17258).
+   * Saves {@code bytes} to {@code tmp} and moves it over {@code dest}, retrying the whole
+   * sequence (MAPREDUCE-7474: a store under load may fail the rename once). A later attempt of
+   * the same task replaces an existing manifest (HADOOP-17258); where the filesystem can rename
+   * over a file (local disk, HDFS) readers see the old manifest or the new one, never none (see
+   * {@link Replacement}).
+   *
+   * @return how the manifest was put in place
    */
-  void save(byte[] bytes, Path tmp, Path dest) throws IOException {
+  Replacement save(byte[] bytes, Path tmp, Path dest) throws IOException {
     int attempts = Math.max(1, conf.getInt(SAVE_ATTEMPTS_KEY, SAVE_ATTEMPTS_DEFAULT));
     FileSystem fs = dest.getFileSystem(conf);
+    Replacement how = replacementFor(fs);
     IOException last = null;
     for (int attempt = 1; attempt <= attempts; attempt++) {
       long start = System.currentTimeMillis();
       try {
-        try (FSDataOutputStream out = fs.create(tmp, true)) {
-          out.write(bytes);
-        }
-        stats.increment("op_delete", 1);
-        fs.delete(dest, false);
-        stats.increment("op_rename", 1);
-        if (!fs.rename(tmp, dest)) {
-          throw new IOException("rename of " + tmp + " to " + dest + " returned false");
-        }
+        replace(fs, how, bytes, tmp, dest);
         stats.timed("task_stage_save_manifest", System.currentTimeMillis() - start, false);
-        return;
+        return how;
       } catch (IOException e) {
         stats.timed("task_stage_save_manifest", System.currentTimeMillis() - start, true);
         last = e;
@@ -259,6 +328,48 @@ final class TaskManifestWriter {
     }
     throw new IOException(
         "could not save task manifest " + dest + " after " + attempts + " attempts", last);
+  }
+
+  private void replace(FileSystem fs, Replacement how, byte[] bytes, Path tmp, Path dest)
+      throws IOException {
+    switch (how) {
+      case RENAME_OVER_LOCAL: {
+        // Written through the raw filesystem: no checksum side file to carry along, and the
+        // manifest is JSON the reader checks whole.
+        RawLocalFileSystem raw = rawLocal(fs);
+        write(raw, tmp, bytes);
+        stats.increment("op_rename", 1);
+        java.nio.file.Path from = raw.pathToFile(raw.makeQualified(tmp)).toPath();
+        java.nio.file.Path to = raw.pathToFile(raw.makeQualified(dest)).toPath();
+        try {
+          // ATOMIC_MOVE is rename(2), which replaces an existing target in one step.
+          Files.move(from, to, StandardCopyOption.ATOMIC_MOVE);
+        } catch (NoSuchFileException e) {
+          throw new FileNotFoundException("rename of " + tmp + " to " + dest + ": " + e);
+        }
+        return;
+      }
+      case RENAME_OVER_HDFS:
+        write(fs, tmp, bytes);
+        stats.increment("op_rename", 1);
+        FileContext.getFileContext(fs.getUri(), conf).rename(
+            fs.makeQualified(tmp), fs.makeQualified(dest), Options.Rename.OVERWRITE);
+        return;
+      default:
+        write(fs, tmp, bytes);
+        stats.increment("op_delete", 1);
+        fs.delete(dest, false);
+        stats.increment("op_rename", 1);
+        if (!fs.rename(tmp, dest)) {
+          throw new IOException("rename of " + tmp + " to " + dest + " returned false");
+        }
+    }
+  }
+
+  private static void write(FileSystem fs, Path path, byte[] bytes) throws IOException {
+    try (FSDataOutputStream out = fs.create(path, true)) {
+      out.write(bytes);
+    }
   }
 
   private static void sleepBeforeRetry(int attempt) throws InterruptedIOException {
