@@ -22,6 +22,7 @@ sharing a destination must agree to well within the lease time.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import random
@@ -51,17 +52,15 @@ LEASE_LIMIT = 65536
 
 
 @dataclass(frozen=True)
-class Lease:
-    generation: int
-    path: str
-    job_id: str
-    owner: str  # unique token of the holder
-    host: str
-    pid: int
-    acquired_ms: int
-    expires_ms: int
-    purpose: str
-    released: bool = False
+class Lease(LeaseRecord):
+    """A lease as found in the lock directory: its record, its generation and where it lies."""
+
+    generation: int = 0
+    path: str = ""
+
+    @classmethod
+    def of(cls, record: LeaseRecord, generation: int, path: str) -> Lease:
+        return cls(**dataclasses.asdict(record), generation=generation, path=path)
 
     def describe(self) -> str:
         expires = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.expires_ms / 1000))
@@ -122,16 +121,15 @@ class DestinationLock:
             data = self.store.read_if_exists(path, LEASE_LIMIT)
             if data is None:
                 return None  # released in the meantime
-            doc = LeaseRecord.loads(data, path)
-            return Lease(generation, path, doc.job_id, doc.owner, doc.host, doc.pid,
-                         doc.acquired_ms, doc.expires_ms, doc.purpose, doc.released)
+            return Lease.of(LeaseRecord.loads(data, path), generation, path)
         except FormatError:
             # Leases are created whole and renewed by replace; an unreadable one is damage.
             # Treat it as held until the file itself is older than a lease time.
             st = self.store.stat_or_none(path)
             modified = st.modified if st is not None and st.modified else time.time()
-            return Lease(generation, path, "(unreadable)", "", "?", 0,
-                         int(modified * 1000), int(modified * 1000) + self.lease_ms, "?")
+            unreadable = LeaseRecord("(unreadable)", "", "?", 0, int(modified * 1000),
+                                     int(modified * 1000) + self.lease_ms, "?")
+            return Lease.of(unreadable, generation, path)
 
     def holder(self) -> Lease | None:
         """The live lease on the destination, if any."""
@@ -151,10 +149,13 @@ class DestinationLock:
         return (lease.job_id == self.job_id and lease.host == socket.gethostname()
                 and lease.pid == os.getpid() and lease.owner != self.token)
 
+    def _record(self, acquired_ms: int, *, released: bool = False) -> LeaseRecord:
+        return LeaseRecord(self.job_id, self.token, socket.gethostname(), os.getpid(),
+                           acquired_ms, int(time.time() * 1000) + self.lease_ms, self.purpose,
+                           released)
+
     def _document(self, acquired_ms: int, *, released: bool = False) -> bytes:
-        return orjson.dumps(LeaseRecord(
-            self.job_id, self.token, socket.gethostname(), os.getpid(), acquired_ms,
-            int(time.time() * 1000) + self.lease_ms, self.purpose, released).to_json())
+        return orjson.dumps(self._record(acquired_ms, released=released).to_json())
 
     def acquire(self) -> Lease:
         deadline = time.monotonic() + self.wait_ms / 1000
@@ -171,15 +172,14 @@ class DestinationLock:
                                 self.dest)
                 generation = top[0] + 1
                 path = lease_path(self.dest, generation)
+                record = self._record(now)
                 try:
-                    self.store.write_bytes(path, self._document(now), exclusive=True)
+                    self.store.write_bytes(path, orjson.dumps(record.to_json()), exclusive=True)
                 except (PathExistsError, PathNotFoundError):
                     # another job won this generation (or removed the empty lock directory
                     # between our mkdir and create): look again at once
                     continue
-                self.lease = Lease(generation, path, self.job_id, self.token,
-                                   socket.gethostname(), os.getpid(), now,
-                                   now + self.lease_ms, self.purpose)
+                self.lease = Lease.of(record, generation, path)
                 for _gen, old in gens:  # every older generation is ours to remove now
                     self.store.delete_file(old)
                 self._start_heartbeat()
