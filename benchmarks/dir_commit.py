@@ -102,8 +102,8 @@ def _trials(shape: Shape, args: argparse.Namespace) -> dict[str, tuple[str, dict
         "ours": ("ours", {"config": {}}),
         "ours-per-file": ("ours", {"config": {"rename_directories": False}}),
     }
-    for v in str(args.ceiling_threads).split(","):
-        v = v.strip()
+    for raw in str(args.ceiling_threads).split(","):
+        v = raw.strip()
         if v:
             out[f"ceiling-{v}"] = ("ceiling", {"threads": int(v.rstrip("r")),
                                                "relative": v.endswith("r")})

@@ -4,9 +4,10 @@ leaves it, generated fast.
 ``tasks`` tasks each write ``files_per_task`` empty files spread round-robin over the same
 ``partitions`` partition directories ``p=<k>``, so every task attempt tree holds ``partitions``
 directories; or, with ``own_partitions`` (a ``repartition(col)``-style write), task ``t`` writes
-all its files into its own new partition ``p=<t>``. Each task's manifest is what :class:`TaskAttemptCommitter` would save (file and
-directory entries, with the local etags), written straight to the committed manifest path; the
-files are real, so job commit really renames them.
+all its files into its own new partition ``p=<t>``. Each task's manifest is what
+:class:`TaskAttemptCommitter` would save (file and directory entries, with the local etags),
+written straight to the committed manifest path; the files are real, so job commit really
+renames them.
 
 The names are a pure function of the shape (:func:`task_paths`), so the ``os`` ceiling can
 compute its work list without reading anything.
