@@ -21,6 +21,7 @@ SUITES: dict[str, str] = {
     "local-commit": "benchmarks.local_commit",
     "hadoop-local": "benchmarks.hadoop_local",
     "memory": "benchmarks.memory",
+    "dir-commit": "benchmarks.dir_commit",
 }
 DEFAULT = ("local-commit", "memory")
 

@@ -30,10 +30,10 @@ def _make(shape: Shape, first: int, last: int) -> int:
     flags = os.O_CREAT | os.O_WRONLY | os.O_EXCL
     for t in range(first, last):
         root = committed_task_dir(shape, t)
-        for k in range(min(shape.partitions, shape.files_per_task)):
+        for k in shape.task_partitions(t):
             os.makedirs(os.path.join(root, partition_name(k)))
         for j in range(shape.files_per_task):
-            rel = f"{partition_name(j % shape.partitions)}/part-{t:05d}-{j:05d}.dat"
+            rel = f"{partition_name(shape.partition_of(t, j))}/part-{t:05d}-{j:05d}.dat"
             os.close(os.open(os.path.join(root, rel), flags, 0o644))
     return last - first
 
@@ -57,7 +57,7 @@ def verify_v1(shape: Shape) -> int:
         raise AssertionError("v1 left _temporary behind")
     return sum(len([n for n in os.listdir(os.path.join(shape.dest, partition_name(k)))
                     if not n.startswith(".")])
-               for k in range(min(shape.partitions, shape.files_per_task)))
+               for k in range(shape.partition_count))
 
 
 def commit_v1(spark: Any, shape: Shape) -> float:

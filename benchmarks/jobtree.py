@@ -3,9 +3,11 @@ leaves it, generated fast.
 
 ``tasks`` tasks each write ``files_per_task`` empty files spread round-robin over the same
 ``partitions`` partition directories ``p=<k>``, so every task attempt tree holds ``partitions``
-directories. Each task's manifest is what :class:`TaskAttemptCommitter` would save (file and
-directory entries, with the local etags), written straight to the committed manifest path; the
-files are real, so job commit really renames them.
+directories; or, with ``own_partitions`` (a ``repartition(col)``-style write), task ``t`` writes
+all its files into its own new partition ``p=<t>``. Each task's manifest is what
+:class:`TaskAttemptCommitter` would save (file and directory entries, with the local etags),
+written straight to the committed manifest path; the files are real, so job commit really
+renames them.
 
 The names are a pure function of the shape (:func:`task_paths`), so the ``os`` ceiling can
 compute its work list without reading anything.
@@ -38,6 +40,25 @@ class Shape:
     job_id: str = JOB_ID
     # True: the job directory is ``_temporary/<jobId>`` as Hadoop's ManifestCommitter names it
     hadoop_naming: bool = False
+    # True: task t writes every file into its own partition p=<t> (``partitions`` is ignored)
+    own_partitions: bool = False
+
+    @property
+    def partition_count(self) -> int:
+        """How many partition directories the destination ends with."""
+        if self.own_partitions:
+            return self.tasks
+        return min(self.partitions, self.files_per_task)
+
+    def task_partitions(self, t: int) -> list[int]:
+        """The partitions task ``t`` writes into."""
+        if self.own_partitions:
+            return [t]
+        return list(range(min(self.partitions, self.files_per_task)))
+
+    def partition_of(self, t: int, j: int) -> int:
+        """The partition of task ``t``'s ``j``-th file."""
+        return t if self.own_partitions else j % self.partitions
 
     @property
     def files(self) -> int:
@@ -74,12 +95,11 @@ def task_paths(shape: Shape, t: int) -> TaskPaths:
     task_id, attempt_id = task_ids(shape.job_id, t)
     root = layout.task_attempt_dir(attempt_id)
     dest = layout.dest
-    used = min(shape.partitions, shape.files_per_task)
     renames = []
     for j in range(shape.files_per_task):
-        rel = f"{partition_name(j % shape.partitions)}/part-{t:05d}-{j:05d}.dat"
+        rel = f"{partition_name(shape.partition_of(t, j))}/part-{t:05d}-{j:05d}.dat"
         renames.append((f"{root}/{rel}", f"{dest}/{rel}"))
-    dirs = [f"{root}/{partition_name(k)}" for k in range(used)]
+    dirs = [f"{root}/{partition_name(k)}" for k in shape.task_partitions(t)]
     return TaskPaths(task_id, attempt_id, root, renames, dirs)
 
 
@@ -105,7 +125,7 @@ def _make_tasks(shape: Shape, first: int, last: int) -> int:
         files.sort(key=lambda f: f.dest)
         dirs = tuple(
             DirEntry(location_to_uri(f"{dest}/{partition_name(k)}"), DirStatus.UNKNOWN, 1)
-            for k in range(len(tp.dirs))
+            for k in shape.task_partitions(t)
         )
         manifest = TaskManifest(
             job_id=shape.job_id, job_attempt_number=0, task_id=tp.task_id,
@@ -141,7 +161,7 @@ def verify_committed(shape: Shape) -> None:
     """Every file is in the destination and the task trees are gone (untimed, after a trial)."""
     problems = []
     count = 0
-    for k in range(min(shape.partitions, shape.files_per_task)):
+    for k in range(shape.partition_count):
         count += len(os.listdir(os.path.join(shape.dest, partition_name(k))))
     if count != shape.files:
         problems.append(f"{count} files in the destination, expected {shape.files}")

@@ -8,6 +8,9 @@ Kinds:
   threads, each taking its own contiguous share of the tasks (no per-file scheduling).
   ``relative``: the same calls relative to the task attempt and destination directories,
   opened once per task (``src_dir_fd`` / ``dir_fd``).
+- ``dir-ceiling``: for a job whose tasks each write one partition of their own, each task's
+  partition directory renamed whole with ``os.rename`` and its attempt directory removed
+  (what the directory fast path's store calls cost, with nothing read or checked).
 - ``ours``: ``JobCommitter.commit()`` of the whole job: list and load the manifests, check every
   entry, create directories, rename, write ``_SUCCESS``, clean up the job directory.
 - ``hadoop-manifest``: Hadoop's own ``ManifestCommitter.commitJob`` (pyspark's hadoop-client-api
@@ -40,8 +43,7 @@ from benchmarks.jobtree import Shape, TaskPaths, iter_tasks, partition_name
 def _ceiling(shape: Shape, threads: int, relative: bool = False) -> dict[str, Any]:
     tasks: list[TaskPaths] = list(iter_tasks(shape))
     dest = shape.layout.dest
-    dest_dirs = [f"{dest}/{partition_name(k)}"
-                 for k in range(min(shape.partitions, shape.files_per_task))]
+    dest_dirs = [f"{dest}/{partition_name(k)}" for k in range(shape.partition_count)]
     rename, rmdir = os.rename, os.rmdir
 
     split = [0.0, 0.0]  # seconds in renames, in removals (summed over threads)
@@ -110,6 +112,41 @@ def _ceiling(shape: Shape, threads: int, relative: bool = False) -> dict[str, An
             "rmdir_seconds": split[1], "threads": threads, "relative": relative}
 
 
+def _directory_ceiling(shape: Shape, threads: int) -> dict[str, Any]:
+    """The directory fast path's ceiling: each task's partition directory renamed whole
+    (``os.rename``), then its emptied attempt directory removed; nothing listed or checked.
+    Only for ``own_partitions`` jobs, where each partition is one task's."""
+    if not shape.own_partitions:
+        raise SystemExit("the directory ceiling needs a job with own_partitions")
+    tasks: list[TaskPaths] = list(iter_tasks(shape))
+    dest = shape.layout.dest
+    rename, rmdir = os.rename, os.rmdir
+
+    def work(share: list[TaskPaths]) -> None:
+        for tp in share:
+            for d in tp.dirs:
+                rename(d, f"{dest}/{d.rpartition('/')[2]}")
+            rmdir(tp.attempt_dir)
+
+    gc.collect()
+    base = current_rss_bytes()
+    cpu = CpuMeter()
+    t0 = time.perf_counter()
+    if threads <= 0:
+        work(tasks)
+    else:
+        per = -(-len(tasks) // threads)
+        workers = [threading.Thread(target=work, args=(tasks[i * per : (i + 1) * per],))
+                   for i in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+    os.rmdir(shape.layout.tasks_dir)
+    elapsed = time.perf_counter() - t0
+    return {"elapsed": elapsed, "base_rss": base, "cpu": cpu.read(), "threads": threads}
+
+
 def _ours(shape: Shape, params: dict[str, Any]) -> dict[str, Any]:
     from committer import statistics as st
     from committer.config import CommitterConfig
@@ -139,6 +176,8 @@ def _ours(shape: Shape, params: dict[str, Any]) -> dict[str, Any]:
         "cpu": cpu_used,
         "stages": stages,
         "files_committed": summary.metrics.get(st.COMMITTER_FILES_COMMITTED),
+        "directories_moved": snap.counters.get(st.OP_RENAME_DIRECTORY, 0),
+        "file_renames": snap.counters.get(st.OP_RENAME, 0),
         "plan_spilled": summary.diagnostics.get("plan.spilled"),
     }
 
@@ -267,6 +306,8 @@ def main(argv: list[str]) -> int:
     shape = Shape.from_json(params["shape"])
     if kind == "ceiling":
         out = _ceiling(shape, int(params.get("threads", 0)), bool(params.get("relative")))
+    elif kind == "dir-ceiling":
+        out = _directory_ceiling(shape, int(params.get("threads", 0)))
     elif kind == "ours":
         out = _ours(shape, params)
         out["baseline"] = bool(params.get("baseline"))

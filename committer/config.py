@@ -100,6 +100,9 @@ class CommitterConfig:
     # A destination file that already exists: "fail", or "last-writer-wins" (the old file is
     # moved aside into the job directory, so a rollback can put it back).
     conflict_policy: str = "fail"
+    # Job commit moves a directory that one task alone writes into, and that does not exist at
+    # the destination, with one rename, where the store renames directories atomically.
+    rename_directories: bool = True
     # fsspec storage options for the destination's store (credentials, endpoints).
     storage_options: Mapping[str, Any] = field(default_factory=dict, repr=False)
     # Keys under the committer prefix that this version does not know (kept for diagnostics).
@@ -179,6 +182,7 @@ KEYS: tuple[Key, ...] = (
     Key(PREFIX + "history.enabled", "history_enabled", _bool),
     Key(PREFIX + "abort.rollback", "abort_rollback", _bool),
     Key(PREFIX + "conflict.policy", "conflict_policy", _choice(*CONFLICT_POLICIES)),
+    Key(PREFIX + "rename.directories", "rename_directories", _bool),
 )
 KEYS_BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}
 

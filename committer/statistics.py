@@ -14,6 +14,8 @@ from manifest_schema.iostatistics import IOStatisticsSnapshot, MeanStatistic
 
 # Statistic names (Hadoop's where they exist).
 OP_RENAME = "op_rename"
+# one whole directory moved by one rename (job commit's directory fast path); no Hadoop name
+OP_RENAME_DIRECTORY = "op_rename_directory"
 OP_MKDIRS = "op_mkdirs"
 OP_DELETE = "op_delete"
 OP_GET_FILE_STATUS = "op_get_file_status"
@@ -28,6 +30,10 @@ COMMITTER_TASK_FILE_SIZE = "committer_task_file_size"
 COMMITTER_TASK_DIRECTORY_COUNT = "committer_task_directory_count"
 COMMITTER_TASK_MANIFEST_FILE_SIZE = "committer_task_manifest_file_size"
 COMMITTER_TASKS_COMPLETED = "committer_tasks_completed"
+# files committed inside directories moved whole, and directories that qualified for the move
+# but were renamed file by file after all (their listing differed, or the destination appeared)
+COMMITTER_FILES_IN_MOVED_DIRECTORIES = "committer_files_in_moved_directories"
+COMMITTER_DIRECTORY_MOVE_FALLBACKS = "committer_directory_move_fallbacks"
 RENAME_RECOVERED = "commit_file_rename_recovered"
 STORE_IO_RATE_LIMITED = "store_io_rate_limited"
 STORE_IO_RETRY = "store_io_retry"

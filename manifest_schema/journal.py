@@ -66,6 +66,25 @@ class ManifestRef:
     size: int
 
 
+@dataclass(frozen=True)
+class DirectoryMove:
+    """A destination directory that one task alone writes into and that did not exist (or was
+    moved aside) when the commit was planned: the task's directory ``source`` holding exactly
+    its files for ``dest`` is renamed to ``dest`` whole. Recorded before anything moves, so
+    resume and rollback know the directory may have moved in one rename."""
+
+    task_id: str
+    source: str
+    dest: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"task": self.task_id, "source": self.source, "destination": self.dest}
+
+    @classmethod
+    def from_json(cls, doc: Any) -> DirectoryMove:
+        return cls(str(doc["task"]), str(doc["source"]), str(doc["destination"]))
+
+
 def _owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
@@ -87,6 +106,7 @@ class Journal:
     manifests: tuple[ManifestRef, ...] = ()
     moved_aside: tuple[MovedAside, ...] = ()
     new_directories: tuple[str, ...] = ()
+    directory_moves: tuple[DirectoryMove, ...] = ()
     files: int = 0
     bytes: int = 0
     owner: str = field(default_factory=_owner)
@@ -111,6 +131,7 @@ class Journal:
             ],
             "movedAside": [m.to_json() for m in self.moved_aside],
             "newDirectories": list(self.new_directories),
+            "directoryMoves": [m.to_json() for m in self.directory_moves],
             "files": self.files,
             "bytes": self.bytes,
             "owner": self.owner,
@@ -148,6 +169,8 @@ class Journal:
                 ),
                 moved_aside=tuple(MovedAside.from_json(m) for m in doc.get("movedAside", [])),
                 new_directories=tuple(str(d) for d in doc.get("newDirectories", [])),
+                directory_moves=tuple(DirectoryMove.from_json(m)
+                                      for m in doc.get("directoryMoves", [])),
                 files=int(doc.get("files", 0)),
                 bytes=int(doc.get("bytes", 0)),
                 owner=str(doc.get("owner", "")),

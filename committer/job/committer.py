@@ -122,7 +122,8 @@ class JobCommitter:
                     run("create_directories", None, lambda: txn.move_partitions_aside(ctx))
                     if txn.renaming():
                         run("create_directories", st.STAGE_CREATE_TARGET_DIRS,
-                            lambda: create_directories(ctx, plan))
+                            lambda: create_directories(
+                                ctx, plan, [m.dest for m in txn.directory_moves]))
                         run("rename_files", st.STAGE_RENAME_FILES,
                             lambda: self._rename(ctx, plan, txn))
                         txn.renamed()
@@ -162,7 +163,8 @@ class JobCommitter:
     def _rename(self, ctx: StageContext, plan: JobPlan, txn: CommitTransaction) -> None:
         cfg = self.config
         replacing = cfg.delete_target_files or cfg.conflict_policy == "last-writer-wins"
-        renamed = rename_files(ctx, plan, on_exists=txn.displacer() if replacing else None)
+        renamed = rename_files(ctx, plan, on_exists=txn.displacer() if replacing else None,
+                               directory_moves=txn.directory_moves)
         self.store.stats.incr(st.COMMITTER_FILES_COMMITTED, renamed)
         self.store.stats.incr(st.COMMITTER_BYTES_COMMITTED, plan.bytes)
 

@@ -97,6 +97,18 @@ class Store(ABC):
     #: deleting their trees later.
     prunes_empty_dirs: bool = False
 
+    #: True when ``rename_dir`` moves a whole directory in one atomic, cheap call that never
+    #: replaces (local disk; ADLS Gen2 with a hierarchical namespace): job commit may then move
+    #: a task's new partition directory whole instead of file by file.
+    renames_directories: bool = False
+
+    def rename_dir(self, src: str, dst: str) -> None:
+        """Move the directory ``src`` (and everything below it) to ``dst`` in one atomic call,
+        never replacing: ``PathExistsError`` if ``dst`` exists (even empty),
+        ``PathNotFoundError`` if ``src`` or ``dst``'s parent is absent. Only where
+        ``renames_directories`` is declared."""
+        raise StoreError(f"{self.name} cannot rename a directory in one call: {src}", src)
+
     def rename_batch(self, entries: Sequence[tuple[str, str, Any, Any]],
                      start: int = 0) -> tuple[int, list[tuple[int, StoreError]]]:
         """Rename ``entries[start:]`` (source and destination first in each, never replacing).
@@ -124,6 +136,11 @@ class Store(ABC):
             except StoreError:
                 continue
         return removed
+
+    def list_names(self, path: str) -> list[str]:
+        """The names of ``path``'s immediate children (no status needed); ``PathNotFoundError``
+        if it is absent."""
+        return [st.path.rstrip("/").rpartition("/")[2] for st in self.list_dir(path)]
 
     def identity(self, status: FileStatus) -> str | None:
         """What a task should record (the manifest's ``e`` field) so that job commit can later

@@ -31,7 +31,7 @@ from committer.store.base import FileStatus, Store
 T = TypeVar("T")
 
 OPERATIONS = ("stat", "list_dir", "mkdirs", "rename_file", "replace_file", "delete_file",
-              "delete_tree", "read_bytes", "write_bytes")
+              "delete_tree", "read_bytes", "write_bytes", "rename_dir")
 
 
 @dataclass
@@ -53,6 +53,7 @@ class FaultInjectingStore(Store):
         self.name = inner.name
         self.supports_etags = inner.supports_etags
         self.rename_keeps_etag = inner.rename_keeps_etag
+        self.renames_directories = inner.renames_directories
         self._rng = random.Random(plan.seed)
         self._lock = threading.Lock()
         self.injected = 0
@@ -78,6 +79,9 @@ class FaultInjectingStore(Store):
     def list_dir(self, path: str) -> list[FileStatus]:
         return self._do("list_dir", path, lambda: self.inner.list_dir(path))
 
+    def list_names(self, path: str) -> list[str]:
+        return self._do("list_dir", path, lambda: self.inner.list_names(path))
+
     def walk_files(self, root: str) -> Iterator[FileStatus]:
         # through our own list_dir, so listings fail as they would on a real store
         return Store.walk_files(self, root)
@@ -94,6 +98,11 @@ class FaultInjectingStore(Store):
         self._do("rename_file", src, lambda: self.inner.rename_file(src, dst))
         if "rename_file" in self.plan.operations and self._roll(self.plan.after_rate):
             raise TransientStoreError(f"injected timeout after rename: {src}", src)
+
+    def rename_dir(self, src: str, dst: str) -> None:
+        self._do("rename_dir", src, lambda: self.inner.rename_dir(src, dst))
+        if "rename_dir" in self.plan.operations and self._roll(self.plan.after_rate):
+            raise TransientStoreError(f"injected timeout after directory rename: {src}", src)
 
     def replace_file(self, src: str, dst: str) -> None:
         self._do("replace_file", src, lambda: self.inner.replace_file(src, dst))

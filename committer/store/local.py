@@ -187,6 +187,7 @@ class LocalStore(Store):
     supports_etags = True
     rename_keeps_etag = True
     prunes_empty_dirs = True
+    renames_directories = True
 
     def stat(self, path: str) -> FileStatus:
         p = local_path(path)
@@ -213,6 +214,13 @@ class LocalStore(Store):
         except OSError as e:
             raise translate(e, p) from None
         return out
+
+    def list_names(self, path: str) -> list[str]:
+        p = local_path(path)
+        try:
+            return os.listdir(p)
+        except OSError as e:
+            raise translate(e, p) from None
 
     def walk_files(self, root: str) -> Iterator[FileStatus]:
         # Same as the generic walk, minus the intermediate lists: task scans are hot.
@@ -258,6 +266,26 @@ class LocalStore(Store):
         except OSError as e:
             raise self._rename_error(e, s, d) from None
         os.unlink(s)
+
+    def rename_dir(self, src: str, dst: str) -> None:
+        """``renameat2(RENAME_NOREPLACE)`` of a directory: an existing ``dst``, even an empty
+        directory (which plain ``rename`` would silently replace), is ``PathExistsError``."""
+        s, d = local_path(src), local_path(dst)
+        if "\0" in s or "\0" in d:
+            raise StoreError(f"rename {s!r} -> {d!r}: path contains a NUL character", s)
+        if _renameat2 is None:
+            raise StoreError(f"renameat2 is not available to move directory {s}", s)
+        if not os.path.isdir(s) or os.path.islink(s):
+            if not os.path.lexists(s):
+                raise PathNotFoundError(f"rename source not found: {s}", s)
+            raise StoreError(f"not a directory: {s}", s)
+        if _renameat2(_AT_FDCWD, os.fsencode(s), _AT_FDCWD, os.fsencode(d),
+                      _RENAME_NOREPLACE) == 0:
+            return
+        err = ctypes.get_errno()
+        if err in (errno.ENOTEMPTY, errno.EEXIST):
+            raise PathExistsError(f"rename destination exists: {d}", d)
+        raise self._rename_error(OSError(err, os.strerror(err)), s, d)
 
     def rename_batch(self, entries: Sequence[tuple[str, str, Any, Any]],
                      start: int = 0) -> tuple[int, list[tuple[int, StoreError]]]:

@@ -87,6 +87,10 @@ class ManagedStore:
     def rename_keeps_etag(self) -> bool:
         return self.backend.rename_keeps_etag
 
+    @property
+    def renames_directories(self) -> bool:
+        return self.backend.renames_directories
+
     def proves_rename(self, found: FileStatus, size: int | None, expected: str | None) -> bool:
         """True when ``found`` (at a rename's destination, its source gone) provably is the
         renamed file whose recorded identity is ``expected`` (see ``Store.proves_rename``)."""
@@ -171,6 +175,9 @@ class ManagedStore:
     def list_dir(self, path: str) -> list[FileStatus]:
         return self.call(st.OP_LIST_STATUS, lambda: self.backend.list_dir(path))
 
+    def list_names(self, path: str) -> list[str]:
+        return self.call(st.OP_LIST_STATUS, lambda: self.backend.list_names(path))
+
     def walk_files(self, root: str) -> Iterator[FileStatus]:
         if self.backend.flat_walk:
             # one listing operation (paged): retried as a whole after throttling, like any call
@@ -241,6 +248,13 @@ class ManagedStore:
 
     def replace_file(self, src: str, dst: str) -> None:
         self.call(st.OP_RENAME, lambda: self.backend.replace_file(src, dst))
+
+    def rename_dir(self, src: str, dst: str) -> None:
+        """Move a whole directory in one call, never replacing (``Store.rename_dir``);
+        transient failures are retried, and a retry that finds the source gone raises
+        ``PathNotFoundError``: the caller then proves from the destination's listing whether
+        the first attempt happened."""
+        self.call(st.OP_RENAME_DIRECTORY, lambda: self.backend.rename_dir(src, dst))
 
     def save_atomic(self, path: str, data: bytes, temp_path: str) -> None:
         """Write ``temp_path`` then move it over ``path``: readers see old or new, never part."""

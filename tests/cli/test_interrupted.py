@@ -109,7 +109,8 @@ def test_cleanup_keeps_an_interrupted_commit_and_resume_completes_it(tmp: Path) 
     # moved_aside: the three partitions the job writes (two of them existed before)
     assert (commit["attempt"], commit["state"], commit["mode"], commit["files"],
             commit["moved_aside"]) == (0, "renaming", "dynamic-overwrite", 5, 3)
-    assert commit["resume_would"] == "rename the rest of 5 file(s), write _SUCCESS, clean up"
+    assert commit["resume_would"] == ("rename the rest of 5 file(s) (1 director(ies) may move "
+                                      "whole), write _SUCCESS, clean up")
     assert commit["rollback_would"].startswith("move up to 5 renamed file(s) back")
     check_golden("status-interrupted", status.json(), tmp)
     human = run("status", dest)
@@ -135,7 +136,8 @@ def test_cleanup_keeps_an_interrupted_commit_and_resume_completes_it(tmp: Path) 
     resumed = run("resume", dest)
     assert resumed.code == 0, resumed.err
     assert resumed.out == (f"resumed job {JOB} from state renaming (rename the rest of 5 "
-                           "file(s), write _SUCCESS, clean up): committed, 5 file(s)\n")
+                           "file(s) (1 director(ies) may move whole), write _SUCCESS, clean "
+                           "up): committed, 5 file(s)\n")
     assert visible_files(Path(dest)) == _expected_after_commit()
     assert orjson.loads((Path(dest) / "_SUCCESS").read_bytes())["jobId"] == JOB
     assert not Path(layout.job_dir).exists()

@@ -66,7 +66,10 @@ class History:
 
 @st.composite
 def attempts(draw: st.DrawFn, task: int) -> Attempt:
-    picks = draw(st.lists(st.tuples(st.sampled_from(PARTITIONS), st.integers(0, 2)),
+    # "own=<task>" is written by this task alone: a new single-writer partition, which job
+    # commit moves whole where the store renames directories; the shared ones file by file
+    own = (f"own={task}", f"own={task}/sub")
+    picks = draw(st.lists(st.tuples(st.sampled_from(PARTITIONS + own), st.integers(0, 2)),
                           max_size=4, unique=True))
     names = tuple(sorted(f"{p}/part-{task:05d}-{k}.csv".lstrip("/") for p, k in picks))
     return Attempt(names, draw(st.sampled_from(ACTIONS)))

@@ -403,3 +403,45 @@ def test_stub_rename_conditions_through_the_sdk(adls: AdlsTarget) -> None:
     assert store.read_bytes(adls.url("s")) == b"1" and not store.exists(adls.url("t"))
     attempt("t", source_etag=f'"{etag}"', source_match_condition=MatchConditions.IfNotModified)
     assert store.stat(adls.url("t")).etag == etag
+
+
+def test_a_task_s_new_partition_moves_with_one_data_lake_rename(adls: AdlsTarget) -> None:
+    """The directory fast path on a namespace account: each task's own new partition is one
+    Data Lake rename of its directory (If-None-Match: *), the shared one file by file; the
+    files keep their etags; an existing directory is never replaced."""
+    store = adls.managed()
+    store.mkdirs(adls.url("d/a"))
+    store.write_bytes(adls.url("d/a/f"), b"f")
+    store.mkdirs(adls.url("d/b"))
+    with pytest.raises(PathExistsError):
+        store.rename_dir(adls.url("d/a"), adls.url("d/b"))
+    dest = adls.url("table")
+    config = adls.config()
+    job_id = f"j{uuid.uuid4().hex[:8]}"
+    job = JobCommitter(dest, job_id, config=config, store=adls.managed())
+    job.setup()
+    committed, etags = {}, {}
+    for n in range(3):
+        task, attempt = task_ids(job_id, n)
+        ta = TaskAttemptCommitter(dest, job_id, task, attempt, config=config,
+                                  store=adls.managed())
+        ta.setup()
+        for name in (f"own={n}/a.csv", f"own={n}/b.csv", f"shared/part-{n}.csv"):
+            with ta.open_output(name) as out:
+                out.write(f"{n},{name}\n".encode())
+        for entry in ta.commit().files:
+            etags[entry.dest] = entry.etag
+        committed[task] = attempt
+    adls.stub.reset_log()
+    summary = job.commit(committed)
+    counters = summary.iostatistics.counters
+    assert counters["op_rename_directory"] == 3
+    assert counters["op_rename"] == 3  # the shared partition's files
+    assert summary.metrics["committer_files_committed"] == 9
+    assert adls.stub.ops().count("dfs_rename") >= 6
+    assert "copy_blob" not in adls.stub.ops()
+    for n in range(3):
+        for name in ("a.csv", "b.csv"):
+            found = store.stat(f"{dest}/own={n}/{name}")
+            assert store.read_bytes(found.path) == f"{n},own={n}/{name}\n".encode()
+            assert any(found.etag == e for e in etags.values())

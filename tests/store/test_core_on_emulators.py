@@ -67,13 +67,15 @@ def test_the_core_suites_are_collected_here() -> None:
 def test_stub_targets_rename_on_their_own_path(store_target: EmulatorTarget) -> None:
     """On ``adls-hns`` every rename of a job commit is one Data Lake rename (keeping the etag
     the manifest recorded), on ``gcs-move`` one ``moveTo`` (keeping the checksum): the stub's
-    request log shows them, one per file, and no copy or rewrite (the fixture checks that)."""
+    request log shows them, one per file, and no copy or rewrite (the fixture checks that).
+    (File by file here: ``test_adls_rename.py`` covers the directory fast path.)"""
     t = store_target
     assert t.rename_path is not None
     dest = t.new_dest()
     files = {"p=1/a.csv": b"a", "p=2/q=ü #/b.csv": b"bb", "c.csv": b"ccc"}
-    job = t.new_job(dest)
-    ta = t.task_attempt(dest, 0, 0, files)
+    config = t.config(rename_directories=False)
+    job = t.new_job(dest, config=config)
+    ta = t.task_attempt(dest, 0, 0, files, config=config)
     manifest = ta.commit()
     before = len(t.rename_path.renames())
     summary = job.commit({ta.task_id: ta.task_attempt_id})

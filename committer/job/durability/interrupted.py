@@ -63,7 +63,9 @@ class InterruptedCommit:
             steps.append("load the manifests")
         if j.mode == MODE_DYNAMIC and j.state < State.PARTITIONS_MOVED:
             steps.append(f"move {len(j.moved_aside)} partition(s) aside")
-        steps.append(f"rename the rest of {j.files} file(s), write _SUCCESS, clean up")
+        whole = (f" ({len(j.directory_moves)} director(ies) may move whole)"
+                 if j.directory_moves and j.state < State.RENAMED else "")
+        steps.append(f"rename the rest of {j.files} file(s){whole}, write _SUCCESS, clean up")
         return ", ".join(steps)
 
     def rollback_would(self) -> str:
@@ -72,8 +74,10 @@ class InterruptedCommit:
             return "refuse: the commit is complete (moved-aside data is being deleted)"
         parts = []
         if j is not None and j.state >= State.PLANNED:
-            parts.append(f"move up to {j.files} renamed file(s) back, remove _SUCCESS and "
-                         f"{len(j.new_directories)} new director(ies) if empty")
+            whole = (f" ({len(j.directory_moves)} directory move(s) undone in one rename each "
+                     "where provable)" if j.directory_moves else "")
+            parts.append(f"move up to {j.files} renamed file(s) back{whole}, remove _SUCCESS "
+                         f"and {len(j.new_directories)} new director(ies) if empty")
         moved = self.moved_aside or (j.moved_aside if j is not None else [])
         if moved:
             parts.append(f"restore {len(moved)} moved-aside path(s)")

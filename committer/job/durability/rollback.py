@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from committer.config import CommitterConfig
 from committer.errors import CommitFailedError, JobConflictError, PathNotFoundError, StoreError
 from committer.job.durability import history, move_aside
+from committer.job.durability.directory_moves import move_directories_back
 from committer.job.durability.interrupted import find_interrupted
 from committer.job.durability.journal import load_journal, save_journal
 from committer.job.durability.transaction import lock_wanted, open_lock, success_job_id
@@ -157,6 +158,11 @@ def _unrename(ctx: StageContext, journal: Journal, report: RollbackReport) -> No
     total = plan.files
     done = 0
     ctx.notify(ROLLBACK_STAGE, 0, total)
+    if journal.directory_moves:
+        # Directories moved whole go back whole; their files are then found at their sources
+        # by the per-file pass below, which leaves them there.
+        report.files_restored += move_directories_back(ctx, journal.directory_moves,
+                                                       plan.renames)
 
     def undo(chunk: Chunk) -> tuple[int, list[str]]:
         restored, problems = 0, []

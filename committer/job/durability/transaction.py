@@ -34,6 +34,7 @@ from committer.job.durability.journal import (
 from committer.job.durability.lock import DestinationLock
 from committer.job.stages.context import StageContext
 from committer.job.stages.create_directories import leaf_directories
+from committer.job.stages.move_directories import directory_candidates
 from committer.job.stages.plan import JobPlan
 from committer.layout import DISPLACED_DIR, REPLACED_DIR, JobLayout, history_dir, join
 from committer.parallel import run_parallel
@@ -43,6 +44,7 @@ from manifest_schema.journal import (
     MODE_APPEND,
     MODE_DYNAMIC,
     MODE_STATIC,
+    DirectoryMove,
     Journal,
     ManifestRef,
     State,
@@ -225,10 +227,27 @@ class CommitTransaction:
         if j.mode == MODE_DYNAMIC:
             moved += tuple(MovedAside(p, self.layout.aside_location(p))
                            for p in partitions_to_replace(plan, self.layout.dest, j.extra_roots))
+        absent = self._absent_directories(plan, ctx)
         j = dataclasses.replace(j, manifests=tuple(refs), files=plan.files, bytes=plan.bytes,
-                                moved_aside=moved,
-                                new_directories=tuple(self._absent_directories(plan, ctx)))
+                                moved_aside=moved, new_directories=tuple(absent),
+                                directory_moves=self._directory_moves(plan, absent, moved))
         self.journal = advance(self.meta, self.layout, j, State.PLANNED)
+
+    def _directory_moves(self, plan: JobPlan, absent: list[str],
+                         moved: tuple[MovedAside, ...]) -> tuple[DirectoryMove, ...]:
+        """The plan's candidates for a whole-directory move that will be absent when the
+        renames start: not there now, or about to be moved aside (dynamic overwrite)."""
+        candidates = directory_candidates(plan, self.layout)
+        if not candidates:
+            return ()
+        gone = set(absent)
+        gone.update(m.original for m in moved)
+        return tuple(m for m in candidates if m.dest in gone)
+
+    @property
+    def directory_moves(self) -> tuple[DirectoryMove, ...]:
+        """The directories recorded to move whole (see ``stages/move_directories.py``)."""
+        return self._journal().directory_moves
 
     def _absent_directories(self, plan: JobPlan, ctx: StageContext) -> list[str]:
         """Directories the commit may create, that do not exist yet: rollback removes them

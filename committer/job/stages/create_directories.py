@@ -12,7 +12,7 @@ replace them whole, as Spark's own protocol does, while a rollback can still res
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 
 from committer.errors import PathExistsError
 from committer.job.stages.context import StageContext
@@ -75,13 +75,18 @@ def _make_directory(store: ManagedStore, path: str, dest: str, delete_files: boo
     store.mkdirs(path)
 
 
-def create_directories(ctx: StageContext, plan: JobPlan) -> int:
-    """Create every leaf directory the plan needs; returns how many."""
+def create_directories(ctx: StageContext, plan: JobPlan, moved_whole: Collection[str] = ()) -> int:
+    """Create every leaf directory the plan needs; returns how many. A directory in
+    ``moved_whole`` is not created (its rename creates it; an existing one would stop the
+    rename), only its parent."""
     store, config = ctx.store, ctx.config
     dest = ctx.layout.dest
     store.mkdirs(dest)
     wanted = set(plan.directories)
     wanted.update(plan.partitions)
+    if moved_whole:
+        wanted.difference_update(moved_whole)
+        wanted.update(d.rpartition("/")[0] for d in moved_whole)
     wanted.discard(dest)
     leaves = leaf_directories(wanted)
     if store.flat_walk:

@@ -158,6 +158,7 @@ def load_manifests(
                                                          extra_destination_roots),
                              config, committed_tasks)
     plan = JobPlan(RenamePlan(memory_entries), tasks_dir=layout.tasks_dir)
+    track_owners = config.rename_directories and store.renames_directories
     duplicates = DuplicateDestinations()
     total = len(work)
     done = 0
@@ -178,7 +179,13 @@ def load_manifests(
         found = loaded.directories
         for loc in found.keys() - plan.directories.keys():  # most tasks add none
             plan.directories[loc] = found[loc]
-        duplicates.note(loaded.entries, plan.partitions)
+        if track_owners:
+            parents: set[str] = set()
+            duplicates.note(loaded.entries, parents)
+            plan.partitions |= parents
+            plan.note_owner(loaded.summary.task_id, parents)
+        else:
+            duplicates.note(loaded.entries, plan.partitions)
         plan.renames.add(loaded.summary.task_id, loaded.entries)
         ctx.notify(STAGE, done, total)
 

@@ -123,6 +123,25 @@ class JobPlan:
     manifest_paths: list[str] = field(default_factory=list)
     # the job attempt's tasks directory, under which every source lies (set by the load stage)
     tasks_dir: str | None = None
+    # Who writes into each parent directory of a destination, when the load stage tracks it
+    # (the directory fast path): the one task's id, until a second task writes there too.
+    directory_owner: dict[str, str] = field(default_factory=dict)
+    shared_directories: set[str] = field(default_factory=set)
+
+    def note_owner(self, task_id: str, parents: set[str]) -> None:
+        """``task_id`` writes files into each of ``parents``. Set operations only: in the
+        common layout every task writes into the same partitions, and then nothing here runs
+        per directory in Python."""
+        seen = parents & self.directory_owner.keys()
+        if seen:
+            self.shared_directories |= seen
+        for d in parents - seen if seen else parents:
+            self.directory_owner[d] = task_id
+
+    def single_writer_directories(self) -> dict[str, str]:
+        """``directory -> task id`` for every directory exactly one task writes files into."""
+        shared = self.shared_directories
+        return {d: t for d, t in self.directory_owner.items() if d not in shared}
 
     @property
     def files(self) -> int:

@@ -16,20 +16,22 @@ keeps the job directory for inspection.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from committer.errors import PathExistsError
 from committer.job.stages.context import StageContext
-from committer.job.stages.plan import Chunk, JobPlan, RenameEntry
+from committer.job.stages.move_directories import move_task_directories
+from committer.job.stages.plan import CHUNK_FILES, Chunk, JobPlan, RenameEntry
 from committer.parallel import run_pulled
 from committer.store.managed import ManagedStore
+from manifest_schema.journal import DirectoryMove
 
 STAGE = "rename_files"
 
 
-def _rename_replacing(store: ManagedStore, chunk: Chunk,
+def _rename_replacing(store: ManagedStore, entries: list[RenameEntry],
                       on_exists: Callable[[str], None] | None) -> None:
-    for src, dst, size, etag in chunk.entries:
+    for src, dst, size, etag in entries:
         try:
             store.rename_file(src, dst, size=size, etag=etag)
         except PathExistsError:
@@ -53,21 +55,59 @@ def emptied_directories(entries: list[RenameEntry], tasks_dir: str) -> list[str]
     return sorted(dirs, key=len, reverse=True)  # a directory's path is longer than its parent's
 
 
+def _whole_tasks(chunks: Iterable[Chunk], tasks: Iterable[str]) -> Iterator[Chunk]:
+    """The plan's chunks, with the consecutive chunks of each of ``tasks`` joined into one (a
+    task's chunks are added together, so they are consecutive): a directory of such a task is
+    moved whole only against all of the task's entries for it."""
+    wanted = set(tasks)
+    pending: Chunk | None = None
+    for chunk in chunks:
+        if pending is not None and chunk.task_id == pending.task_id:
+            pending.entries.extend(chunk.entries)
+            continue
+        if pending is not None:
+            yield pending
+            pending = None
+        if chunk.task_id in wanted:
+            pending = Chunk(chunk.task_id, list(chunk.entries))
+        else:
+            yield chunk
+    if pending is not None:
+        yield pending
+
+
 def rename_files(ctx: StageContext, plan: JobPlan,
-                 on_exists: Callable[[str], None] | None = None) -> int:
+                 on_exists: Callable[[str], None] | None = None,
+                 directory_moves: Sequence[DirectoryMove] = ()) -> int:
     """Rename every planned file; an existing destination fails the rename unless
-    ``delete_target_files`` is set or ``on_exists`` is given to clear it first."""
+    ``delete_target_files`` is set or ``on_exists`` is given to clear it first. The
+    directories of ``directory_moves`` are moved whole where they prove to hold exactly their
+    files (``move_directories.py``), the rest file by file."""
     store, config = ctx.store, ctx.config
     total = plan.files
     done = 0
     ctx.notify(STAGE, 0, total)
     prune_under = None if config.cleanup_skipped or not store.prunes_empty_dirs else plan.tasks_dir
+    moves_of: dict[str, list[DirectoryMove]] = {}
+    for move in directory_moves:
+        moves_of.setdefault(move.task_id, []).append(move)
+
+    def rename(entries: list[RenameEntry]) -> None:
+        if config.delete_target_files or on_exists is not None:
+            _rename_replacing(store, entries, on_exists)
+        else:
+            store.rename_batch(entries)
 
     def work(chunk: Chunk) -> int:
-        if config.delete_target_files or on_exists is not None:
-            _rename_replacing(store, chunk, on_exists)
+        moves = moves_of.get(chunk.task_id)
+        if moves is None:
+            rename(chunk.entries)
         else:
-            store.rename_batch(chunk.entries)
+            moved = move_task_directories(store, moves, chunk.entries)
+            rest = [e for e in chunk.entries if e[1].rpartition("/")[0] not in moved] \
+                if moved else chunk.entries
+            for i in range(0, len(rest), CHUNK_FILES):
+                rename(rest[i : i + CHUNK_FILES])
         if prune_under is not None:
             store.remove_empty_dirs(emptied_directories(chunk.entries, prune_under))
         return len(chunk.entries)
@@ -77,5 +117,6 @@ def rename_files(ctx: StageContext, plan: JobPlan,
         done += n
         ctx.notify(STAGE, done, total)
 
-    run_pulled(ctx.pool, plan.renames, work, workers=config.io_threads, on_result=advance)
+    chunks: Iterable[Chunk] = _whole_tasks(plan.renames, moves_of) if moves_of else plan.renames
+    run_pulled(ctx.pool, chunks, work, workers=config.io_threads, on_result=advance)
     return done

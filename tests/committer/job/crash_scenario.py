@@ -60,6 +60,7 @@ class CountingStore(Store):
         self.name = inner.name
         self.supports_etags = inner.supports_etags
         self.rename_keeps_etag = inner.rename_keeps_etag
+        self.renames_directories = inner.renames_directories
         self.ops = 0
         self._lock = threading.Lock()
         self._before = before_op
@@ -78,6 +79,9 @@ class CountingStore(Store):
     def list_dir(self, path: str) -> list[FileStatus]:
         return self._op(lambda: self.inner.list_dir(path))
 
+    def list_names(self, path: str) -> list[str]:
+        return self._op(lambda: self.inner.list_names(path))
+
     def walk_files(self, root: str) -> Iterator[FileStatus]:
         return self._op(lambda: iter(list(self.inner.walk_files(root))))
 
@@ -86,6 +90,9 @@ class CountingStore(Store):
 
     def rename_file(self, src: str, dst: str) -> None:
         self._op(lambda: self.inner.rename_file(src, dst))
+
+    def rename_dir(self, src: str, dst: str) -> None:
+        self._op(lambda: self.inner.rename_dir(src, dst))
 
     def replace_file(self, src: str, dst: str) -> None:
         self._op(lambda: self.inner.replace_file(src, dst))

@@ -262,7 +262,14 @@ class _TamperingStore(FaultInjectingStore):
 
     def rename_file(self, src: str, dst: str) -> None:
         super().rename_file(src, dst)
-        if dst.endswith(self.victim):
+        self._tamper(dst)
+
+    def rename_dir(self, src: str, dst: str) -> None:  # a partition moved whole
+        super().rename_dir(src, dst)
+        self._tamper(dst + "/" + self.victim.rpartition("/")[2])
+
+    def _tamper(self, dst: str) -> None:
+        if dst.endswith(self.victim) and self.inner.exists(dst):
             self.inner.write_bytes(dst, self.inner.read_bytes(dst) + b"!")
 
 
@@ -490,7 +497,9 @@ def test_a_failing_progress_callback_does_not_fail_the_commit(dest: Path) -> Non
 def test_statistics_use_hadoop_names(store_target: StoreTarget) -> None:
     t = store_target
     dest = t.new_dest()
-    job, committed = _commit_tasks(t, dest, {0: {"p=1/a.csv": b"a", "p=2/b.csv": b"b"}})
+    # file by file: the directory fast path would move each partition whole
+    job, committed = _commit_tasks(t, dest, {0: {"p=1/a.csv": b"a", "p=2/b.csv": b"b"}},
+                                   config=t.config(rename_directories=False))
     summary = job.commit(committed)
     stats = summary.iostatistics
     for name in ("op_rename", "op_mkdirs", "op_list_status", "op_get_file_status",

@@ -204,8 +204,10 @@ def test_ambiguous_rename_without_an_etag_is_not_guessed(dest: Path) -> None:
 
 def test_destination_parent_missing_once_is_retried(dest: Path) -> None:
     plan = FaultPlan(parent_missing_once={"p=2"})
-    store = open_store(str(dest), fast_config(), backend=FaultInjectingStore(LocalStore(), plan))
-    job = new_job(dest, store=store)
+    # file by file: moved whole, p=2 would need no parent but the destination
+    config = fast_config(rename_directories=False)
+    store = open_store(str(dest), config, backend=FaultInjectingStore(LocalStore(), plan))
+    job = new_job(dest, store=store, config=config)
     files = {"p=1/a.csv": b"1", "p=2/b.csv": b"2"}
     ta = task_attempt(dest, 0, 0, files, store=store)
     ta.commit()

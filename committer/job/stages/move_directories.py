@@ -1,0 +1,131 @@
+"""The directory fast path of the rename stage: a task's new partition moved with one rename.
+
+When exactly one task writes files into a destination directory ``D``, ``D`` is a leaf (no
+other planned directory lies below it) and ``D`` does not exist at the destination (or was
+moved aside by a dynamic overwrite), the task's directory for it is renamed to ``D`` whole,
+as FileOutputCommitter's merge does, instead of file by file. Only on stores whose directory
+rename is one atomic call that never replaces (``Store.renames_directories``).
+
+Which directories qualify is decided in two steps: :func:`directory_candidates` from the plan
+(who writes where), then the commit transaction keeps those absent at the destination and
+records them in the journal before anything moves. :func:`move_task_directories` then proves,
+just before each move, that the source directory holds exactly the manifest's files for ``D``
+(names and sizes, nothing else); anything else there, a destination that appeared meanwhile, or
+a failed rename leaves that directory to the ordinary per-file renames. After the move the
+destination's names are checked once more: a file that arrived between the check and the
+rename goes back to the task directory (it is not the task's committed output), and a file
+that vanished fails the commit, as its per-file rename would have.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterable, Mapping, Sequence
+
+from committer import statistics as st
+from committer.errors import PathNotFoundError, StoreError
+from committer.job.stages.plan import JobPlan, RenameEntry
+from committer.layout import JobLayout, basename, is_committer_dir, join
+from committer.statistics import Tally
+from committer.store.managed import ManagedStore
+from manifest_schema.journal import DirectoryMove
+
+
+def directory_candidates(plan: JobPlan, layout: JobLayout) -> list[DirectoryMove]:
+    """The destination directories the plan lets move whole, were they absent: one writer,
+    strictly below the destination, not the committer's own, and a leaf of every directory
+    the plan creates. The source is the writer's mirror of it in its task attempt directory
+    (what task commit's scan produces; :func:`move_task_directories` checks it)."""
+    owners = plan.single_writer_directories()
+    if not owners:
+        return []
+    dest = layout.dest
+    wanted = sorted({*plan.directories, *plan.partitions})
+    attempts = {t.task_id: t.task_attempt_id for t in plan.tasks}
+    out = []
+    for d, task_id in sorted(owners.items()):
+        if not d.startswith(dest + "/") or is_committer_dir(dest, d):
+            continue
+        below = bisect_right(wanted, d + "/")
+        if below < len(wanted) and wanted[below].startswith(d + "/"):
+            continue  # something planned below it: not a leaf
+        source = layout.task_attempt_dir(attempts[task_id]) + d[len(dest):]
+        out.append(DirectoryMove(task_id, source, d))
+    return out
+
+
+def _expected(move: DirectoryMove, entries: Iterable[RenameEntry]) -> dict[str, int] | None:
+    """``name -> size`` of the entries for ``move.dest``, or ``None`` when one of them does not
+    come from ``move.source`` under the same name (then the directory is not a mirror)."""
+    out: dict[str, int] = {}
+    src_cut, dst_cut = len(move.source) + 1, len(move.dest) + 1
+    for src, dst, size, _etag in entries:
+        name = dst[dst_cut:]
+        if src[src_cut:] != name or src[: src_cut - 1] != move.source:
+            return None
+        out[name] = size
+    return out
+
+
+def _holds_exactly(store: ManagedStore, directory: str, expected: Mapping[str, int]) -> bool:
+    """The directory's listing is exactly the expected files, with the expected sizes."""
+    try:
+        listing = store.list_dir(directory)
+    except StoreError:
+        return False
+    if len(listing) != len(expected):
+        return False
+    return all(not f.is_dir and expected.get(basename(f.path)) == f.size for f in listing)
+
+
+def _after_move(store: ManagedStore, move: DirectoryMove, expected: Mapping[str, int]) -> None:
+    """The names now in ``move.dest`` must be the expected ones: a late arrival goes back into
+    the task's directory; a missing file fails the commit, naming it."""
+    names = store.list_names(move.dest)
+    missing = expected.keys() - set(names)
+    if missing:
+        first = sorted(missing)[0]
+        raise PathNotFoundError(f"{join(move.source, first)} vanished while its directory "
+                                f"was moved to {move.dest} ({len(missing)} file(s) missing)",
+                                join(move.dest, first))
+    extra = [n for n in names if n not in expected]
+    if extra:
+        store.mkdirs(move.source)
+        for name in extra:
+            here, back = join(move.dest, name), join(move.source, name)
+            if store.stat(here).is_dir:
+                store.rename_dir(here, back)
+            else:
+                store.rename_file(here, back)
+
+
+def move_task_directories(store: ManagedStore, moves: Sequence[DirectoryMove],
+                          entries: Sequence[RenameEntry]) -> set[str]:
+    """Move each of ``moves`` (directories of one task) whole when it holds exactly its
+    entries of ``entries`` (all of that task's renames); returns the destinations moved. The
+    others are left to per-file renames."""
+    by_dir: dict[str, list[RenameEntry]] = {m.dest: [] for m in moves}
+    for e in entries:
+        bucket = by_dir.get(e[1].rpartition("/")[0])
+        if bucket is not None:
+            bucket.append(e)
+    moved: set[str] = set()
+    tally = Tally()
+    for move in moves:
+        mine = by_dir[move.dest]
+        expected = _expected(move, mine) if mine else None
+        if expected is None or not _holds_exactly(store, move.source, expected):
+            tally.incr(st.COMMITTER_DIRECTORY_MOVE_FALLBACKS)
+            continue
+        try:
+            store.rename_dir(move.source, move.dest)
+        except StoreError:
+            # The destination appeared, the source is gone (an earlier attempt of this commit
+            # moved it: per-file recovery proves each file), or the store refused: per file.
+            tally.incr(st.COMMITTER_DIRECTORY_MOVE_FALLBACKS)
+            continue
+        _after_move(store, move, expected)
+        moved.add(move.dest)
+        tally.incr(st.COMMITTER_FILES_IN_MOVED_DIRECTORIES, len(mine))
+    store.stats.merge(tally)
+    return moved

@@ -1,0 +1,262 @@
+"""The directory fast path: a new partition that one task alone writes moves with one rename.
+
+Local disk (it renames directories with ``renameat2(RENAME_NOREPLACE)``). Each test checks the
+destination a reader sees and the statistics that say which path each directory took.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from committer import JobCommitter, task_ids
+from committer import statistics as st
+from committer.errors import CommitFailedError, PathExistsError, PathNotFoundError
+from committer.job import resume, rollback
+from committer.job.durability.journal import load_journal
+from committer.layout import JobLayout
+from committer.store import open_store
+from committer.store.local import LocalStore
+from manifest_schema.journal import State
+from tests.committer.helpers import (
+    JOB_ID,
+    fast_config,
+    new_job,
+    task_attempt,
+    tree,
+    visible_files,
+)
+
+
+def _job(dest: Path, tasks: dict[int, dict[str, bytes]], **config: object
+         ) -> tuple[JobCommitter, dict[str, str]]:
+    cfg = fast_config(**config)
+    new_job(dest, config=cfg)
+    committed = {}
+    for t, files in tasks.items():
+        ta = task_attempt(dest, t, 0, files, config=cfg)
+        ta.commit()
+        committed[ta.task_id] = ta.task_attempt_id
+    return JobCommitter(str(dest), JOB_ID, config=cfg), committed
+
+
+def _all_files(tasks: dict[int, dict[str, bytes]]) -> dict[str, bytes]:
+    return {rel: data for files in tasks.values() for rel, data in files.items()}
+
+
+def _attempt_dir(dest: Path, task: int) -> Path:
+    return Path(JobLayout(str(dest), JOB_ID).task_attempt_dir(task_ids(JOB_ID, task, 0)[1]))
+
+
+OWN = {t: {f"p={t}/part-{t}-{k}.csv": f"{t}:{k}".encode() * (k + 1) for k in range(3)}
+       for t in range(4)}
+
+
+def test_one_new_partition_per_task_moves_each_whole(tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    job, committed = _job(dest, OWN)
+    summary = job.commit(committed)
+    assert visible_files(dest) == _all_files(OWN)
+    c = summary.iostatistics.counters
+    assert c[st.OP_RENAME_DIRECTORY] == 4
+    assert c.get(st.OP_RENAME, 0) == 0
+    assert c[st.COMMITTER_FILES_IN_MOVED_DIRECTORIES] == 12
+    assert c.get(st.COMMITTER_DIRECTORY_MOVE_FALLBACKS, 0) == 0
+    # the summary accounts for every file as per-file renames would
+    assert summary.metrics[st.COMMITTER_FILES_COMMITTED] == 12
+    assert summary.metrics[st.COMMITTER_BYTES_COMMITTED] == sum(map(len, _all_files(OWN).values()))
+    assert sorted(f.rpartition("/dest/")[2] for f in summary.filenames) == sorted(_all_files(OWN))
+    assert not (dest / "_temporary").exists()
+
+
+def test_mixed_layout_moves_only_the_eligible_directories(tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    (dest / "old=1").mkdir(parents=True)
+    (dest / "old=1" / "kept.csv").write_bytes(b"kept")
+    tasks = {
+        0: {"own=0/a.csv": b"a", "shared=1/a0.csv": b"s0", "root-0.csv": b"r",
+            "old=1/new0.csv": b"n", "deep=0/x.csv": b"x", "deep=0/q=1/y.csv": b"y"},
+        1: {"own=1/b.csv": b"b", "shared=1/b1.csv": b"s1"},
+    }
+    job, committed = _job(dest, tasks)
+    summary = job.commit(committed)
+    assert visible_files(dest) == {**_all_files(tasks), "old=1/kept.csv": b"kept"}
+    c = summary.iostatistics.counters
+    # own=0, own=1 and deep=0/q=1 (a leaf); not shared=1 (two writers), not old=1 (exists),
+    # not deep=0 (a directory is planned below it), not the root
+    assert c[st.OP_RENAME_DIRECTORY] == 3
+    assert c[st.OP_RENAME] == 5
+    assert c[st.COMMITTER_FILES_IN_MOVED_DIRECTORIES] == 3
+
+
+def test_the_fast_path_can_be_turned_off(tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    job, committed = _job(dest, OWN, rename_directories=False)
+    summary = job.commit(committed)
+    assert visible_files(dest) == _all_files(OWN)
+    assert summary.iostatistics.counters.get(st.OP_RENAME_DIRECTORY, 0) == 0
+    assert summary.iostatistics.counters[st.OP_RENAME] == 12
+
+
+def test_a_stray_file_in_the_task_directory_is_not_committed(tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    job, committed = _job(dest, OWN)
+    (_attempt_dir(dest, 1) / "p=1" / "stray.csv").write_bytes(b"not in the manifest")
+    summary = job.commit(committed)
+    assert visible_files(dest) == _all_files(OWN)  # no stray.csv
+    c = summary.iostatistics.counters
+    assert c[st.OP_RENAME_DIRECTORY] == 3
+    assert c[st.COMMITTER_DIRECTORY_MOVE_FALLBACKS] == 1
+    assert c[st.OP_RENAME] == 3
+
+
+def test_a_file_of_another_size_than_the_manifest_says_falls_back(tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    job, committed = _job(dest, OWN)
+    victim = _attempt_dir(dest, 2) / "p=2" / "part-2-0.csv"
+    victim.write_bytes(b"rewritten after task commit, longer")
+    summary = job.commit(committed)
+    c = summary.iostatistics.counters
+    assert c[st.OP_RENAME_DIRECTORY] == 3
+    assert c[st.COMMITTER_DIRECTORY_MOVE_FALLBACKS] == 1
+
+
+def test_a_subdirectory_the_manifest_does_not_list_falls_back(tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    job, committed = _job(dest, OWN)
+    (_attempt_dir(dest, 0) / "p=0" / "empty").mkdir()
+    summary = job.commit(committed)
+    assert visible_files(dest) == _all_files(OWN)
+    assert not (dest / "p=0" / "empty").exists()
+    assert summary.iostatistics.counters[st.COMMITTER_DIRECTORY_MOVE_FALLBACKS] == 1
+
+
+class _Racing(LocalStore):
+    """Does something just before each directory rename: creates the destination, or drops a
+    late file into the source (after the commit's check of the source)."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def rename_dir(self, src: str, dst: str) -> None:
+        if self.what == "destination" and "/_temporary/" not in dst:
+            os.makedirs(dst)
+        elif self.what == "late-file" and "/_temporary/" not in dst:
+            Path(src, "late.csv").write_bytes(b"late writer")
+        super().rename_dir(src, dst)
+
+
+def _commit_with(dest: Path, backend: LocalStore, tasks: dict[int, dict[str, bytes]]
+                 ) -> JobCommitter:
+    cfg = fast_config()
+    job, committed = _job(dest, tasks)
+    job = JobCommitter(str(dest), JOB_ID, config=cfg,
+                       store=open_store(str(dest), cfg, backend=backend))
+    job.commit(committed)
+    return job
+
+
+def test_a_destination_that_appears_before_the_move_is_not_replaced(tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    job = _commit_with(dest, _Racing("destination"), OWN)
+    assert visible_files(dest) == _all_files(OWN)
+    c = job.store.stats.snapshot().counters
+    assert c.get(st.OP_RENAME_DIRECTORY, 0) == 0 and c["op_rename_directory.failures"] == 4
+    assert c[st.COMMITTER_DIRECTORY_MOVE_FALLBACKS] == 4
+    assert c[st.OP_RENAME] == 12 + 1  # and _SUCCESS's write-then-rename
+
+
+def test_a_file_arriving_during_the_move_goes_back_not_into_the_table(tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    job = _commit_with(dest, _Racing("late-file"), OWN)
+    assert visible_files(dest) == _all_files(OWN)
+    assert job.store.stats.snapshot().counters[st.OP_RENAME_DIRECTORY] == 4
+
+
+def test_local_directory_rename_never_replaces(tmp_path: Path) -> None:
+    store = LocalStore()
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "f").write_bytes(b"f")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(PathExistsError):
+        store.rename_dir(str(tmp_path / "a"), str(tmp_path / "empty"))
+    with pytest.raises(PathNotFoundError):
+        store.rename_dir(str(tmp_path / "missing"), str(tmp_path / "b"))
+    with pytest.raises(PathNotFoundError):
+        store.rename_dir(str(tmp_path / "a"), str(tmp_path / "no" / "parent"))
+    store.rename_dir(str(tmp_path / "a"), str(tmp_path / "b"))
+    assert (tmp_path / "b" / "f").read_bytes() == b"f" and not (tmp_path / "a").exists()
+
+
+class _FailAfterMoves(LocalStore):
+    """Fails the commit at its first per-file rename into the destination, after the
+    directories have moved whole (one worker: the chunks run in order)."""
+
+    def rename_file(self, src: str, dst: str) -> None:
+        if "/_temporary/" not in dst and "/_temporary/" in src:
+            raise PathExistsError(f"injected conflict: {dst}", dst)
+        super().rename_file(src, dst)
+
+    def rename_batch(self, entries, start=0):  # type: ignore[no-untyped-def]
+        return super(LocalStore, self).rename_batch(entries, start)
+
+
+MIXED = {**OWN, 9: {"shared/z.csv": b"z"}, 8: {"shared/w.csv": b"w"}}
+
+
+def _failed_commit(dest: Path) -> JobCommitter:
+    cfg = fast_config(io_threads=1, abort_rollback=False)
+    job, committed = _job(dest, MIXED, io_threads=1)
+    job = JobCommitter(str(dest), JOB_ID, config=cfg,
+                       store=open_store(str(dest), cfg, backend=_FailAfterMoves()))
+    with pytest.raises(CommitFailedError):
+        job.commit(committed)
+    return job
+
+
+def test_rollback_moves_directories_back_whole(tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / "keep.csv").write_bytes(b"keep")
+    job = _failed_commit(dest)
+    journal = load_journal(job.store, job.layout)
+    assert journal is not None and journal.state == State.RENAMING
+    assert sorted(m.dest.rpartition("/")[2] for m in journal.directory_moves) == \
+        ["p=0", "p=1", "p=2", "p=3"]
+    assert (dest / "p=0" / "part-0-0.csv").exists()  # moved whole before the failure
+    report = rollback(str(dest), JOB_ID, config=fast_config(), cleanup=False)
+    assert report.files_restored == 12
+    assert visible_files(dest) == {"keep.csv": b"keep"}
+    for t, files in OWN.items():
+        assert sorted(os.listdir(_attempt_dir(dest, t) / f"p={t}")) == \
+            sorted(rel.rpartition("/")[2] for rel in files)
+    assert not any(rel.startswith("p=") for rel in tree(dest))
+
+
+def test_resume_after_directory_moves_completes_the_commit(tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    _failed_commit(dest)
+    resume(str(dest), JOB_ID, config=fast_config())
+    assert visible_files(dest) == _all_files(MIXED)
+    assert not (dest / "_temporary").exists()
+
+
+def test_dynamic_overwrite_moves_a_replaced_partition_whole(tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    (dest / "p=1").mkdir(parents=True)
+    (dest / "p=1" / "old.csv").write_bytes(b"old")
+    (dest / "p=9").mkdir()
+    (dest / "p=9" / "untouched.csv").write_bytes(b"untouched")
+    cfg = fast_config()
+    new_job(dest, config=cfg)
+    committed = {}
+    for t, files in OWN.items():
+        ta = task_attempt(dest, t, 0, files, config=cfg)
+        ta.commit()
+        committed[ta.task_id] = ta.task_attempt_id
+    job = JobCommitter(str(dest), JOB_ID, config=cfg, dynamic_partition_overwrite=True)
+    summary = job.commit(committed)
+    assert visible_files(dest) == {**_all_files(OWN), "p=9/untouched.csv": b"untouched"}
+    assert summary.iostatistics.counters[st.OP_RENAME_DIRECTORY] == 4
