@@ -85,9 +85,10 @@ def scala_version(jars: Path) -> str | None:
     return None
 
 
-def prebuilt_jar(version: str, scala: str | None, root: Path = PREBUILT_ROOT) -> Path | None:
+def prebuilt_jar(version: str, scala: str | None, root: Path | None = None) -> Path | None:
     """The packaged jar for Spark ``version`` on Scala ``scala``, if this package carries one
     built from the sources it holds."""
+    root = root if root is not None else PREBUILT_ROOT
     index_file = root / jarbuild.INDEX_NAME
     if not index_file.is_file():
         return None
