@@ -8,6 +8,8 @@ STAMP := $(VENV)/.installed
 # The Spark each environment runs: the main one, and the second one the Spark 3.5 suite uses.
 SPARK_VERSION ?= 4.3.0
 SPARK35_VERSION ?= 3.5.7
+# tests/spark/test_wheel.py installs the wheel beside this pyspark.
+export SPARK35_VERSION
 VENV35 ?= .venv-spark35
 PYTHON35 := $(VENV35)/bin/python
 STAMP35 := $(VENV35)/.installed

@@ -264,28 +264,23 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
     for (String name : SESSION_CLASSES) {
       try {
         Class<?> sessions = Class.forName(name);
-        Object session = definedOrNull(sessions.getMethod("getActiveSession").invoke(null));
-        if (session == null) {
-          session = definedOrNull(sessions.getMethod("getDefaultSession").invoke(null));
+        Option<?> session = (Option<?>) sessions.getMethod("getActiveSession").invoke(null);
+        if (session.isEmpty()) {
+          session = (Option<?>) sessions.getMethod("getDefaultSession").invoke(null);
         }
-        if (session != null) {
-          Object state = session.getClass().getMethod("sessionState").invoke(session);
-          return (Configuration) state.getClass().getMethod("newHadoopConf").invoke(state);
+        if (session.isEmpty()) {
+          break;
         }
-        return fs.getConf();
+        Object state = session.get().getClass().getMethod("sessionState").invoke(session.get());
+        return (Configuration) state.getClass().getMethod("newHadoopConf").invoke(state);
       } catch (ClassNotFoundException e) {
-        // The other Spark line's class name.
+        // Spark 3.5: the next name.
       } catch (ReflectiveOperationException | RuntimeException | LinkageError e) {
         LOG.debug("No active session configuration; using the filesystem's", e);
-        return fs.getConf();
+        break;
       }
     }
     return fs.getConf();
-  }
-
-  private static Object definedOrNull(Object option) {
-    Option<?> o = (Option<?>) option;
-    return o.isDefined() ? o.get() : null;
   }
 
   static boolean sameFileSystem(URI a, URI b) {
