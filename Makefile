@@ -5,14 +5,37 @@ BIN := $(VENV)/bin
 PYTHON := $(BIN)/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup test test-fast lint bench bench-emulators bench-spark demo jar clean
+# The Spark each environment runs: the main one, and the second one the Spark 3.5 suite uses.
+SPARK_VERSION ?= 4.3.0
+SPARK35_VERSION ?= 3.5.7
+# tests/spark/test_wheel.py installs the wheel beside this pyspark.
+export SPARK35_VERSION
+VENV35 ?= .venv-spark35
+PYTHON35 := $(VENV35)/bin/python
+STAMP35 := $(VENV35)/.installed
+# Installing builds the C modules and the shim's jars (one per Spark line, setup.py).
+BUILD_INPUTS := pyproject.toml setup.py committer/store/_native.c committer/job/stages/_checks.c \
+	committer/spark/jarbuild.py committer/spark/jvm/spark-lines.json \
+	$(wildcard committer/spark/jvm/src/manifestcommitter/spark/*.java)
+
+.PHONY: setup setup-spark35 test test-fast test-spark35 lint bench bench-emulators bench-spark \
+	demo jar clean
 
 # Create the virtual environment and install the project with everything tests need.
-$(STAMP): pyproject.toml setup.py committer/store/_native.c committer/job/stages/_checks.c
+$(STAMP): $(BUILD_INPUTS)
 	test -x $(PYTHON) || $(PY) -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --upgrade pip
-	$(PYTHON) -m pip install --quiet -e '.[dev]'
+	$(PYTHON) -m pip install --quiet -e '.[dev]' 'pyspark==$(SPARK_VERSION)'
 	touch $(STAMP)
+
+# The same project and test tools beside pyspark 3.5 (Scala 2.12), in a second environment.
+$(STAMP35): $(BUILD_INPUTS)
+	test -x $(PYTHON35) || $(PY) -m venv $(VENV35)
+	$(PYTHON35) -m pip install --quiet --upgrade pip
+	$(PYTHON35) -m pip install --quiet -e '.[dev]' 'pyspark==$(SPARK35_VERSION)'
+	touch $(STAMP35)
+
+setup-spark35: $(STAMP35)
 
 # Azurite (the Azure Blob emulator the tests and benchmarks start) comes from npm.
 NPM_STAMP := node_modules/.installed
@@ -25,6 +48,15 @@ setup: $(STAMP) $(NPM_STAMP)
 # The whole suite (what .ci/run calls).
 test: setup
 	$(PYTHON) -m pytest -q
+
+# The Spark suite's share that proves a Spark line works, on Spark 3.5: every write mode against
+# Spark's own committer, the subprocess engine, failed overwrites keeping the old data, task
+# commit races, a driver killed mid-commit then resumed, the packaged jar's selection.
+SPARK35_TESTS := tests/spark/test_writes.py tests/spark/test_engine.py \
+	tests/spark/test_overwrite_safety.py tests/spark/test_failures.py \
+	tests/spark/test_task_commit.py tests/spark/test_driver_crash.py tests/spark/test_build.py
+test-spark35: setup-spark35
+	$(PYTHON35) -m pytest -q $(SPARK35_TESTS)
 
 # Everything but the slow suites.
 test-fast: setup
@@ -48,9 +80,9 @@ bench-spark: setup jar
 	$(PYTHON) -m benchmarks.spark_write
 
 clean:
-	rm -rf build dist *.egg-info .pytest_cache .mypy_cache .ruff_cache benchmarks/results
+	rm -rf build dist committer/spark/jars *.egg-info .pytest_cache .mypy_cache .ruff_cache benchmarks/results
 
-# The JVM shim jar, compiled from source against the installed pyspark (cached); prints its path.
+# The JVM shim jar for the installed pyspark (prebuilt at install, else compiled and cached).
 jar: setup
 	$(PYTHON) -m committer.spark.build
 

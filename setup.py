@@ -1,8 +1,35 @@
-"""Only the optional C extension lives here; everything else is in pyproject.toml."""
+"""Build steps pyproject.toml cannot express: the optional C extensions and the shim's jars."""
 
+import importlib.util
 import sys
+from pathlib import Path
 
 from setuptools import Extension, setup
+from setuptools.command.build_py import build_py
+
+HERE = Path(__file__).resolve().parent
+
+
+class BuildPyWithJars(build_py):
+    """Also compiles the JVM shim, one jar per Spark line, into the package (``spark/jars/``):
+    a driver then needs a JRE only. Needs a JDK and fetches each line's pyspark through pip."""
+
+    def run(self) -> None:
+        super().run()
+        spec = importlib.util.spec_from_file_location(
+            "_manifest_committer_jarbuild", HERE / "committer" / "spark" / "jarbuild.py"
+        )
+        assert spec is not None and spec.loader is not None
+        jarbuild = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = jarbuild  # dataclasses look their module up
+        spec.loader.exec_module(jarbuild)
+        # An editable install imports the package from the source tree (the directory is
+        # ignored by git); a wheel gets the jars in its build directory.
+        root = HERE if self.editable_mode else Path(self.build_lib)
+        output = root / "committer" / "spark" / jarbuild.PREBUILT_DIR
+        for jar in jarbuild.build_prebuilt(output):
+            print(f"built {jar}")
+
 
 # Both optional: a machine without a compiler installs fine and runs the same code in Python.
 # The local-disk rename and rmdir loops without the GIL (committer/store/_native.c; Linux calls,
@@ -12,4 +39,7 @@ native = Extension("committer.store._native", ["committer/store/_native.c"], opt
 # The load stage's whole-manifest entry checks in one pass (committer/job/stages/_checks.c).
 checks = Extension("committer.job.stages._checks", ["committer/job/stages/_checks.c"], optional=True,
                    extra_compile_args=["-O2"])
-setup(ext_modules=[checks, native] if sys.platform.startswith("linux") else [checks])
+setup(
+    ext_modules=[checks, native] if sys.platform.startswith("linux") else [checks],
+    cmdclass={"build_py": BuildPyWithJars},
+)

@@ -57,5 +57,7 @@ class TaskDriver:
         java_list = self.jvm.java.util.ArrayList()
         for message in messages:
             java_list.add(message)
-        seq = self.jvm.scala.jdk.javaapi.CollectionConverters.asScala(java_list).toList()
+        # JavaConverters exists on both Scala lines (2.12 for Spark 3.5, 2.13 for Spark 4).
+        converters = self.jvm.scala.collection.JavaConverters
+        seq = converters.asScalaBufferConverter(java_list).asScala().toList()
         self.protocol.commitJob(self.job_ctx, seq)

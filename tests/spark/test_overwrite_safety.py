@@ -152,6 +152,23 @@ def test_failed_static_overwrite_through_the_subprocess_engine(
     assert _job_dirs(dest) == []
 
 
+def test_static_overwrite_request_carries_the_sessions_runtime_options(
+    spark: Any, spark_work_dir: Path
+) -> None:
+    # deleteWithJob gets only a FileSystem from Spark; the shim finds the active session (its
+    # class differs between Spark 3.5 and 4) for the options set at runtime.
+    dest = spark_work_dir / "static overwrite runtime conf"
+    spark.range(0, 6).selectExpr("id", "cast(id % 2 as int) as p") \
+        .write.partitionBy("p").parquet(str(dest))
+    key = "spark.hadoop.mapreduce.manifest.committer.io.threads"
+    with intercepting_engine(spark) as engine, session_conf(spark, **{key.replace(".", "__"): "5"}):
+        spark.range(10, 12).selectExpr("id", "cast(id % 2 as int) as p") \
+            .write.mode("overwrite").partitionBy("p").parquet(str(dest))
+    [delete] = [r for r in engine.requests if r["operation"] == "deleteWithJob"]
+    assert delete["conf"].get(key) == "5", delete["conf"]
+    assert sorted(r[0] for r in spark.read.parquet(str(dest)).collect()) == [10, 11]
+
+
 def test_delete_with_job_request_moves_aside_and_reports_it(tmp_path: Path) -> None:
     from committer import JobCommitter
     from committer.spark.engine import handle

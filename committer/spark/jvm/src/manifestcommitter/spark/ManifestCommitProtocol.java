@@ -27,8 +27,6 @@ import org.apache.spark.mapred.SparkHadoopMapRedUtil;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import scala.Option;
-import scala.collection.immutable.Seq;
-import scala.jdk.javaapi.CollectionConverters;
 
 /**
  * Spark commit protocol ({@code spark.sql.sources.commitProtocolClass}) of the manifest committer.
@@ -61,6 +59,9 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
    * name cannot collide with one.
    */
   static final String ABSOLUTE_SUBDIR = "_custom_locations";
+  /** The session class: Spark 4's classic one, else Spark 3.5's. */
+  private static final String[] SESSION_CLASSES = {
+    "org.apache.spark.sql.classic.SparkSession", "org.apache.spark.sql.SparkSession"};
 
   private final String jobId;
   private final String path;
@@ -148,16 +149,32 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
     }
   }
 
-  @Override
-  public void commitJob(JobContext jobContext, Seq<FileCommitProtocol.TaskCommitMessage> messages) {
+  /**
+   * Job commit on Spark 4 (Scala 2.13, where Spark's {@code Seq} is the immutable one). Neither
+   * overload says {@code @Override}: compiled against one Scala line, the other is a plain
+   * overload, so one source serves both and each jar overrides the method its Spark calls.
+   */
+  public void commitJob(JobContext jobContext,
+      scala.collection.immutable.Seq<FileCommitProtocol.TaskCommitMessage> messages) {
+    commitTasks(jobContext, messages.iterator());
+  }
+
+  /** Job commit on Spark 3.5 (Scala 2.12, where Spark's {@code Seq} is scala.collection's). */
+  public void commitJob(JobContext jobContext,
+      scala.collection.Seq<FileCommitProtocol.TaskCommitMessage> messages) {
+    commitTasks(jobContext, messages.iterator());
+  }
+
+  private void commitTasks(JobContext jobContext,
+      scala.collection.Iterator<FileCommitProtocol.TaskCommitMessage> messages) {
     Configuration conf = jobContext.getConfiguration();
     List<Map<String, Object>> committed = new ArrayList<>();
     Set<String> absoluteRoots = new LinkedHashSet<>();
     Set<String> partitions = new LinkedHashSet<>();
     long files = 0;
     long bytes = 0;
-    for (FileCommitProtocol.TaskCommitMessage message : CollectionConverters.asJava(messages)) {
-      TaskCommitInfo info = (TaskCommitInfo) message.obj();
+    while (messages.hasNext()) {
+      TaskCommitInfo info = (TaskCommitInfo) messages.next().obj();
       Map<String, Object> task = new LinkedHashMap<>();
       task.put("taskId", info.getTaskId());
       task.put("taskAttemptId", info.getTaskAttemptId());
@@ -239,20 +256,29 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
 
   /**
    * The session's Hadoop configuration (with runtime {@code spark.hadoop.*} options, as
-   * {@code setupJob} sees them), falling back to the filesystem's own.
+   * {@code setupJob} sees them), falling back to the filesystem's own. Looked up by reflection:
+   * the session class is {@code org.apache.spark.sql.classic.SparkSession} on Spark 4 and
+   * {@code org.apache.spark.sql.SparkSession} on Spark 3.5, and one source serves both.
    */
   private static Configuration driverConfiguration(FileSystem fs) {
-    try {
-      Option<org.apache.spark.sql.classic.SparkSession> session =
-          org.apache.spark.sql.classic.SparkSession.getActiveSession();
-      if (session.isEmpty()) {
-        session = org.apache.spark.sql.classic.SparkSession.getDefaultSession();
+    for (String name : SESSION_CLASSES) {
+      try {
+        Class<?> sessions = Class.forName(name);
+        Option<?> session = (Option<?>) sessions.getMethod("getActiveSession").invoke(null);
+        if (session.isEmpty()) {
+          session = (Option<?>) sessions.getMethod("getDefaultSession").invoke(null);
+        }
+        if (session.isEmpty()) {
+          break;
+        }
+        Object state = session.get().getClass().getMethod("sessionState").invoke(session.get());
+        return (Configuration) state.getClass().getMethod("newHadoopConf").invoke(state);
+      } catch (ClassNotFoundException e) {
+        // Spark 3.5: the next name.
+      } catch (ReflectiveOperationException | RuntimeException | LinkageError e) {
+        LOG.debug("No active session configuration; using the filesystem's", e);
+        break;
       }
-      if (session.isDefined()) {
-        return session.get().sessionState().newHadoopConf();
-      }
-    } catch (RuntimeException | LinkageError e) {
-      LOG.debug("No active session configuration; using the filesystem's", e);
     }
     return fs.getConf();
   }
