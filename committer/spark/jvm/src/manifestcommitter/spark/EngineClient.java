@@ -19,13 +19,26 @@ final class EngineClient {
   static final String PYTHON_KEY = "spark.manifest.committer.python";
   static final String PYTHONPATH_KEY = "spark.manifest.committer.pythonpath";
 
-  /** Configuration key prefixes forwarded to the engine (options, and store credentials). */
+  /**
+   * The configuration keys the engine reads (without Spark's {@code spark.hadoop.}), as
+   * prefixes: the committer's options, and the store keys it turns into credentials and
+   * endpoints. Nothing else is sent: a request stays small (the Py4J callback slows down sharply
+   * beyond 8 KiB) and carries no secret the engine does not use. Kept equal to
+   * {@code committer.spark.engine.CONF_KEY_PREFIXES}; a test compares them.
+   */
   static final String[] FORWARDED_PREFIXES = {
     "mapreduce.manifest.committer.",
-    "mapreduce.fileoutputcommitter.",
-    "fs.",
-    "spark.manifest.committer.",
-    "spark.sql.sources.writeJobUUID",
+    "mapreduce.fileoutputcommitter.cleanup.skipped",
+    "mapreduce.fileoutputcommitter.marksuccessfuljobs",
+    "fs.azure.account.key",
+    "fs.azure.sas.fixed.token",
+    "fs.azure.account.oauth2.client.",
+    "fs.azure.blob.endpoint",
+    "fs.azure.io.rate.limit",
+    "google.cloud.auth.service.account.json.keyfile",
+    "fs.gs.auth.service.account.json.keyfile",
+    "fs.gs.storage.root.url",
+    "fs.gs.project.id",
   };
 
   private static final Logger LOG = LoggerFactory.getLogger(EngineClient.class);
