@@ -96,7 +96,7 @@ final class EngineClient {
         "python3");
     String pythonPath = firstNonEmpty(conf.get(PYTHONPATH_KEY),
         sparkConf(PYTHONPATH_KEY).orElse(null), "");
-    SubprocessEngine engine = new SubprocessEngine(python, pythonPath);
+    SubprocessEngine engine = SubprocessEngine.forInterpreter(python, pythonPath);
     return new EngineClient(engine, "subprocess " + engine.command());
   }
 
