@@ -81,5 +81,7 @@ def rename_files(
         done += n
         notify(progress, STAGE, done, total)
 
-    run_pulled(executor, plan.renames, work, workers=config.io_threads, on_result=advance)
+    # No more workers than chunks: the rest would only start a thread each and find none.
+    workers = min(config.io_threads, max(1, plan.renames.chunks))
+    run_pulled(executor, plan.renames, work, workers=workers, on_result=advance)
     return done
