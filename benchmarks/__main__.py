@@ -21,6 +21,7 @@ SUITES: dict[str, str] = {
     "local-commit": "benchmarks.local_commit",
     "hadoop-local": "benchmarks.hadoop_local",
     "memory": "benchmarks.memory",
+    "small-writes": "benchmarks.small_writes",
 }
 DEFAULT = ("local-commit", "memory")
 
