@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 
+from committer.spark.bridge import register
 from committer.spark.engine import CONF_KEY_PREFIXES, forwarded
 from manifest_schema import TaskManifest
 from tests.spark.helpers import (
+    InterceptingEngine,
     assert_ours,
     data_files,
     engine_mode,
@@ -323,3 +325,30 @@ def test_concurrent_writes(spark: Any, spark_work_dir: Path, mode: str) -> None:
     expected = sorted(v for i in range(3) for v in range(i * 100, i * 100 + 50))
     assert [r[0] for r in rows(spark, "parquet", shared)] == expected
     assert_ours(shared)
+
+
+def test_large_request_reaches_the_in_process_engine_in_pieces(
+    spark: Any, spark_work_dir: Path
+) -> None:
+    # 120 tasks make a commit request of ~11 KiB: it travels as pieces of at most ~6 KB.
+    dest = spark_work_dir / "many tasks"
+    pieces: list[str] = []
+
+    class Counting(InterceptingEngine):
+        def requestPart(self, requestId: str, part: str) -> str:
+            pieces.append(part)
+            return super().requestPart(requestId, part)
+
+    engine = Counting()
+    register(spark, engine)
+    try:
+        spark.range(0, 240, numPartitions=120).write.parquet(str(dest))
+    finally:
+        register(spark)
+    commit = next(r for r in engine.requests if r["operation"] == "commitJob")
+    assert len(commit["committedTasks"]) == 120
+    assert len(pieces) >= 2
+    assert all(len(p.encode()) <= 6000 for p in pieces)
+    assert len(json.dumps(commit, separators=(",", ":"))) > 8192
+    assert [r[0] for r in rows(spark, "parquet", dest)] == list(range(240))
+    assert_ours(dest)

@@ -91,6 +91,11 @@ final class SubprocessEngine implements JobCommitEngine {
     return call(requestJson);
   }
 
+  @Override
+  public String requestPart(String requestId, String part) {
+    throw new UnsupportedOperationException("requests reach the subprocess engine whole");
+  }
+
   private String call(String requestJson) {
     for (int attempt = 0; ; attempt++) {
       EngineProcess process;
