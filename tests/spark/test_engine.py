@@ -352,3 +352,20 @@ def test_large_request_reaches_the_in_process_engine_in_pieces(
     assert len(json.dumps(commit, separators=(",", ":"))) > 8192
     assert [r[0] for r in rows(spark, "parquet", dest)] == list(range(240))
     assert_ours(dest)
+
+
+def test_engine_that_cannot_start_fails_the_job_with_its_log(
+    spark: Any, spark_work_dir: Path
+) -> None:
+    broken = spark_work_dir / "no committer here"
+    broken.mkdir()
+    python = broken / "python.sh"
+    python.write_text("#!/bin/sh\necho \"ModuleNotFoundError: No module named 'committer'\" >&2\n"
+                      "exit 1\n", encoding="utf-8")
+    python.chmod(0o755)
+    dest = spark_work_dir / "engine cannot start"
+    with engine_mode(spark, "subprocess"), session_conf(
+        spark, spark__manifest__committer__python=str(python)
+    ), pytest.raises(Exception, match=r"did not start(.|\n)*No module named 'committer'"):
+        spark.range(3).write.parquet(str(dest))
+    assert not (dest / "_SUCCESS").exists()

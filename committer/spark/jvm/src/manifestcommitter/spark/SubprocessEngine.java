@@ -66,11 +66,6 @@ final class SubprocessEngine implements JobCommitEngine {
     return command;
   }
 
-  /** The running child's process id, or -1 (for diagnostics and tests). */
-  synchronized long pid() {
-    return current != null && current.alive() ? current.process.pid() : -1;
-  }
-
   @Override
   public String setupJob(String requestJson) {
     return call(requestJson);
@@ -239,6 +234,7 @@ final class SubprocessEngine implements JobCommitEngine {
         }
       } catch (IOException e) {
         pending.remove(id);
+        closed = true;  // the next request starts a new engine
         throw new NotSent("could not send the request to the Python engine (pid "
             + process.pid() + "): " + e.getMessage() + exitDescription());
       }
