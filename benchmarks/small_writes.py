@@ -70,6 +70,18 @@ def _stats(values: Sequence[float]) -> dict[str, float]:
             "min": ordered[0], "max": ordered[-1]}
 
 
+def _in_threads(writer: Callable[[int], None], writers: int,
+                errors: list[BaseException]) -> None:
+    """Runs ``writer(0..writers-1)`` on as many threads; raises the first error they recorded."""
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(writers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
 def _rotated(items: Sequence[str], k: int) -> list[str]:
     k %= len(items)
     return list(items[k:]) + list(items[:k])
@@ -172,13 +184,7 @@ def _driver(params: dict[str, Any]) -> dict[str, Any]:
             except BaseException as exc:
                 errors.append(exc)
 
-        threads = [threading.Thread(target=writer, args=(w,)) for w in range(writers)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if errors:
-            raise errors[0]
+        _in_threads(writer, writers, errors)
         out["times"] = times
         out["metrics"] = metrics
         out["engine"] = engine_times or {}
@@ -190,15 +196,8 @@ def _driver(params: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _run_driver(params: dict[str, Any], timeout: float = 900) -> dict[str, Any]:
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.small_writes", "--driver",
-                           json.dumps(params)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"driver {params['mode']} failed ({proc.returncode}):\n"
-                           f"{proc.stderr[-4000:]}")
-    answer: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
-    return answer
+def _run_driver(params: dict[str, Any]) -> dict[str, Any]:
+    return _run_sub("--driver", params)
 
 
 # -- Spark Connect ---------------------------------------------------------------------------
@@ -289,13 +288,7 @@ def _connect_client(params: dict[str, Any]) -> dict[str, Any]:
         except BaseException as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=writer, args=(w,)) for w in range(writers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    if errors:
-        raise errors[0]
+    _in_threads(writer, writers, errors)
     rows_read = [sessions[0].read.parquet(str(work / f"{mode}-c{w}")).count()
                  for w in range(writers)]
     for s in sessions:
