@@ -75,9 +75,11 @@ bench: setup
 bench-emulators: setup
 	$(PYTHON) -m benchmarks.emulators
 
-# A partitioned PySpark write through Spark's default committer, Hadoop's, and this one.
+# A partitioned PySpark write through Spark's default committer, Hadoop's, and this one;
+# then tiny writes through the default committer and both engine paths (fixed cost per job).
 bench-spark: setup jar
 	$(PYTHON) -m benchmarks.spark_write
+	$(PYTHON) -m benchmarks small-writes
 
 clean:
 	rm -rf build dist committer/spark/jars *.egg-info .pytest_cache .mypy_cache .ruff_cache benchmarks/results

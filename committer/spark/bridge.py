@@ -11,7 +11,7 @@ import json
 import threading
 from typing import Any
 
-from committer.spark.engine import error_response, handle
+from committer.spark.engine import RequestError, error_response, handle
 
 __all__ = ["ENGINE_INTERFACE", "PythonJobCommitEngine", "register", "unregister"]
 
@@ -20,6 +20,25 @@ ENGINE_INTERFACE = "manifestcommitter.spark.JobCommitEngine"
 _lock = threading.Lock()
 # Py4J holds only a weak handle on Python callback objects: keep the registered one alive here.
 _registered: dict[int, PythonJobCommitEngine] = {}
+# Pieces of requests too large for one Py4J call, by request id (EngineClient.pieces).
+_parts: dict[str, list[str]] = {}
+_parts_lock = threading.Lock()
+
+
+def _whole(request_json: str) -> str:
+    """The request itself, joined from its pieces when the JVM sent it in pieces."""
+    if '"requestParts"' not in request_json[:200]:
+        return request_json
+    try:
+        ref = json.loads(request_json)
+        request_id = ref["requestParts"]
+    except (ValueError, KeyError, TypeError):
+        return request_json  # not a reference after all: the request is parsed as it is
+    with _parts_lock:
+        parts = _parts.pop(request_id, None)
+    if parts is None:
+        raise RequestError(f"no pieces were received for request {request_id}")
+    return "".join(parts)
 
 
 class PythonJobCommitEngine:
@@ -37,18 +56,30 @@ class PythonJobCommitEngine:
             response = error_response(exc)
         return json.dumps(response, separators=(",", ":"))
 
+    def _entry(self, operation: str, request_json: str) -> str:
+        try:
+            whole = _whole(request_json)
+        except Exception as exc:  # a Py4J callback must answer, never raise into the JVM
+            return json.dumps(error_response(exc), separators=(",", ":"))
+        return self._call(operation, whole)
+
     # camelCase: Py4J dispatches by the Java interface's method and parameter names.
     def setupJob(self, requestJson: str) -> str:
-        return self._call("setupJob", requestJson)
+        return self._entry("setupJob", requestJson)
 
     def commitJob(self, requestJson: str) -> str:
-        return self._call("commitJob", requestJson)
+        return self._entry("commitJob", requestJson)
 
     def abortJob(self, requestJson: str) -> str:
-        return self._call("abortJob", requestJson)
+        return self._entry("abortJob", requestJson)
 
     def deleteWithJob(self, requestJson: str) -> str:
-        return self._call("deleteWithJob", requestJson)
+        return self._entry("deleteWithJob", requestJson)
+
+    def requestPart(self, requestId: str, part: str) -> str:
+        with _parts_lock:
+            _parts.setdefault(requestId, []).append(part)
+        return ""
 
     class Java:
         implements = [ENGINE_INTERFACE]

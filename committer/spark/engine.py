@@ -2,18 +2,17 @@
 
 Both transports go through :func:`handle`: the in-process Py4J callback
 (:mod:`committer.spark.bridge`) and the subprocess entry point (:mod:`committer.spark.driver`).
-The request is built by the JVM shim (``EngineClient``/``ManifestCommitProtocol``)::
+The request is built by the JVM shim (``EngineClient``/``ManifestCommitProtocol``) and carries
+only what the engine reads::
 
     {"operation": "setupJob" | "commitJob" | "abortJob" | "deleteWithJob",
      "jobId": str, "jobAttempt": int,
-     "destination": str,       # Spark's path string, for messages
-     "destinationUri": str,    # Hadoop Path.toUri().toString(): what the engine uses
-     "dynamicPartitionOverwrite": bool, "conf": {str: str},
+     "destinationUri": str,    # Hadoop Path.toUri().toString() of the destination
+     "dynamicPartitionOverwrite": bool,
+     "conf": {str: str},       # only the keys matching CONF_KEY_PREFIXES
      # commitJob only:
-     "committedTasks": [{"taskId", "taskAttemptId", "manifestPath", "files", "bytes",
-                         "partitions", "absoluteDirectories"}, ...],
+     "committedTasks": [{"taskId": str, "taskAttemptId": str}, ...],
      "extraDestinationRoots": [uri, ...],   # custom partition locations, Hadoop URI strings
-     "partitions": [str, ...],
      # deleteWithJob only (static overwrite: the path Spark would delete, on dest's filesystem):
      "path": uri}
 
@@ -34,10 +33,35 @@ from typing import Any
 from committer.errors import ConfigError, ManifestCommitterError
 from manifest_schema.uris import uri_to_location
 
-__all__ = ["OPERATIONS", "RequestError", "error_response", "handle"]
+__all__ = ["CONF_KEY_PREFIXES", "OPERATIONS", "RequestError", "error_response", "forwarded",
+           "handle"]
 
 LOG = logging.getLogger(__name__)
 OPERATIONS = ("setupJob", "commitJob", "abortJob", "deleteWithJob")
+
+# The configuration keys the engine reads (Hadoop names; Spark may prefix them "spark.hadoop."):
+# the committer's options (committer.config) and the store keys that become credentials and
+# endpoints (committer.store.credentials). The shim forwards exactly these (EngineClient's
+# FORWARDED_PREFIXES, kept equal by a test).
+CONF_KEY_PREFIXES = (
+    "mapreduce.manifest.committer.",
+    "mapreduce.fileoutputcommitter.cleanup.skipped",
+    "mapreduce.fileoutputcommitter.marksuccessfuljobs",
+    "fs.azure.account.key",
+    "fs.azure.sas.fixed.token",
+    "fs.azure.account.oauth2.client.",
+    "fs.azure.blob.endpoint",
+    "fs.azure.io.rate.limit",
+    "google.cloud.auth.service.account.json.keyfile",
+    "fs.gs.auth.service.account.json.keyfile",
+    "fs.gs.storage.root.url",
+    "fs.gs.project.id",
+)
+
+
+def forwarded(key: str) -> bool:
+    """Whether the shim sends configuration key ``key`` to the engine."""
+    return key.removeprefix("spark.hadoop.").startswith(CONF_KEY_PREFIXES)
 
 
 class RequestError(ConfigError):

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from committer.spark.bridge import register
+from committer.spark.engine import CONF_KEY_PREFIXES, forwarded
 from manifest_schema import TaskManifest
 from tests.spark.helpers import (
+    InterceptingEngine,
     assert_ours,
     data_files,
     engine_mode,
@@ -75,13 +82,138 @@ def test_subprocess_gets_credentials_on_stdin_not_argv(spark: Any, spark_work_di
         spark__hadoop__fs__azure__account__key__example__dfs__core__windows__net=secret,
     ):
         spark.range(5).write.parquet(str(dest))
+        [engine_pid] = [p for p in engine_pids(spark) if str(wrapper) not in _cmdline(p)
+                        and _has_ancestor_cmdline(p, str(wrapper))]
     assert_ours(dest)
     argv = (record / "argv").read_text(encoding="utf-8")
-    assert argv.splitlines()[1:] == ["-m", "committer.spark.driver"]
+    assert argv.splitlines()[1:] == ["-m", "committer.spark.driver", "--serve"]
     assert secret not in argv
-    request = json.loads((record / "stdin").read_text(encoding="utf-8"))
-    assert request["operation"] == "commitJob"  # the last of setupJob, commitJob
-    assert secret in request["conf"].values()
+    lines = (record / "stdin").read_text(encoding="utf-8").splitlines()
+    requests = [json.loads(line)["request"] for line in lines]
+    assert [r["operation"] for r in requests] == ["setupJob", "commitJob"]
+    assert secret in requests[1]["conf"].values()
+    # Neither the engine's environment nor its command line holds the secret.
+    assert secret.encode() not in Path(f"/proc/{engine_pid}/environ").read_bytes()
+    assert secret not in _cmdline(engine_pid)
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except FileNotFoundError:
+        return ""
+
+
+def _has_ancestor_cmdline(pid: int, text: str) -> bool:
+    for _ in range(3):
+        pid = _parent(pid)
+        if pid <= 1:
+            return False
+        if text in _cmdline(pid):
+            return True
+    return False
+
+
+def _parent(pid: int) -> int:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
+    except FileNotFoundError:
+        return 0
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def engine_pids(spark: Any) -> list[int]:
+    """Live ``--serve`` engines below this session's JVM (its children, or a wrapper's)."""
+    jvm_pid = int(spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid())
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        if "committer.spark.driver --serve" not in _cmdline(pid):
+            continue
+        ancestor = pid
+        for _ in range(3):
+            ancestor = _parent(ancestor)
+            if ancestor == jvm_pid:
+                found.append(pid)
+                break
+    return sorted(found)
+
+
+def default_engines(spark: Any) -> list[int]:
+    """The engines of the session's own interpreter (not a test's wrapper script)."""
+    return [p for p in engine_pids(spark) if "python.sh" not in _cmdline(p)
+            and not _has_ancestor_cmdline(p, "python.sh")]
+
+
+def test_subprocess_engine_is_shared_by_jobs_and_replaced_when_it_dies(
+    spark: Any, spark_work_dir: Path
+) -> None:
+    base = spark_work_dir / "persistent engine"
+    with engine_mode(spark, "subprocess"):
+        spark.range(10).write.parquet(str(base / "first"))
+        [engine] = default_engines(spark)
+        spark.range(10).write.parquet(str(base / "second"))
+        assert default_engines(spark) == [engine], "the second job must reuse the engine"
+        os.kill(engine, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while engine in default_engines(spark) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        spark.range(10).write.parquet(str(base / "third"))
+        replacement = default_engines(spark)
+        assert len(replacement) == 1 and replacement != [engine], (engine, replacement)
+    for name in ("first", "second", "third"):
+        assert [r[0] for r in rows(spark, "parquet", base / name)] == list(range(10))
+        assert_ours(base / name)
+
+
+def test_request_carries_only_the_keys_the_engine_reads(spark: Any, spark_work_dir: Path) -> None:
+    dest = spark_work_dir / "request keys"
+    azure = "spark.hadoop.fs.azure.account.key.acct.dfs.core.windows.net"
+    with intercepting_engine(spark) as engine, session_conf(
+        spark,
+        **{azure.replace(".", "__"): "azure-key-value",
+           "spark__hadoop__fs__s3a__secret__key": "s3a-secret-value",
+           "spark__hadoop__mapreduce__manifest__committer__io__threads": "3"},
+    ):
+        spark.range(4).write.parquet(str(dest))
+        hadoop = spark._jsparkSession.sessionState().newHadoopConf()
+        expected = {
+            str(e.getKey()) for e in hadoop.iterator() if forwarded(str(e.getKey()))
+        }
+    assert_ours(dest)
+    setup, commit = engine.requests
+    assert set(commit) == {"operation", "jobId", "jobAttempt", "destinationUri",
+                           "dynamicPartitionOverwrite", "conf", "committedTasks",
+                           "extraDestinationRoots"}
+    assert set(setup) == set(commit) - {"committedTasks", "extraDestinationRoots"}
+    assert all(set(t) == {"taskId", "taskAttemptId"} for t in commit["committedTasks"])
+    assert set(commit["conf"]) == expected
+    bare = {k.removeprefix("spark.hadoop."): v for k, v in commit["conf"].items()}
+    assert bare["fs.azure.account.key.acct.dfs.core.windows.net"] == "azure-key-value"
+    assert bare["mapreduce.manifest.committer.io.threads"] == "3"
+    assert "s3a-secret-value" not in json.dumps(commit)
+
+
+def test_shim_forwards_the_prefixes_the_engine_declares() -> None:
+    source = (Path(__file__).resolve().parents[2] / "committer" / "spark" / "jvm" / "src"
+              / "manifestcommitter" / "spark" / "EngineClient.java").read_text(encoding="utf-8")
+    body = source.split("FORWARDED_PREFIXES = {", 1)[1].split("};", 1)[0]
+    assert tuple(re.findall(r'"([^"]+)"', body)) == CONF_KEY_PREFIXES
+
+
+def test_every_key_the_engine_reads_is_forwarded() -> None:
+    from committer.config import KEYS
+    from committer.store import credentials
+
+    keys = [k.name for k in KEYS] + [
+        credentials.AZURE_BLOB_ENDPOINT_KEY, credentials.AZURE_RATE_LIMIT_KEY,
+        credentials.CONCURRENCY_KEY, "fs.azure.account.key.a.dfs.core.windows.net",
+        "fs.azure.sas.fixed.token.a", "fs.azure.account.oauth2.client.secret",
+        "google.cloud.auth.service.account.json.keyfile", "fs.gs.storage.root.url",
+    ]
+    assert [k for k in keys if not forwarded(k) or not forwarded("spark.hadoop." + k)] == []
 
 
 def test_in_process_engine_gets_options_and_committed_attempts(
@@ -97,11 +229,12 @@ def test_in_process_engine_gets_options_and_committed_attempts(
         == str(reports)
     tasks = commit["committedTasks"]
     assert len(tasks) == 4
-    assert sum(t["files"] for t in tasks) == len(data_files(dest))
-    assert all(t["bytes"] > 0 for t in tasks)
+    assert len({t["taskAttemptId"] for t in tasks}) == 4
     assert list(reports.glob("summary-*.json"))
     doc = assert_ours(dest)
-    assert doc["metrics"]["committer_bytes_committed"] == sum(t["bytes"] for t in tasks)
+    assert doc["metrics"]["committer_files_committed"] == len(data_files(dest))
+    assert doc["metrics"]["committer_bytes_committed"] == sum(
+        (dest / f).stat().st_size for f in data_files(dest))
 
 
 def test_shim_manifests_validate_against_schema_and_load(spark: Any, spark_work_dir: Path) -> None:
@@ -110,8 +243,9 @@ def test_shim_manifests_validate_against_schema_and_load(spark: Any, spark_work_
     seen: list[dict[str, Any]] = []
 
     def capture(request: dict[str, Any]) -> None:
+        manifests = dest / "_temporary" / f"manifest_{request['jobId']}" / "00" / "manifests"
         for task in request["committedTasks"]:
-            path = Path(task["manifestPath"].removeprefix("file:").replace("%20", " "))
+            path = manifests / f"{task['taskId']}-manifest.json"
             data = path.read_bytes()
             doc = json.loads(data)
             validator.validate(doc)
@@ -162,8 +296,9 @@ def test_bytes_written_reported_to_spark(spark: Any, spark_work_dir: Path) -> No
     assert abs(reported - total) <= 0.05 * scale + 1, (metrics["written output"], total)
 
 
-def test_concurrent_writes(spark: Any, spark_work_dir: Path) -> None:
-    base = spark_work_dir / "concurrent"
+@pytest.mark.parametrize("mode", ["inprocess", "subprocess"])
+def test_concurrent_writes(spark: Any, spark_work_dir: Path, mode: str) -> None:
+    base = spark_work_dir / f"concurrent {mode}"
     shared = base / "shared append"
     errors: list[BaseException] = []
 
@@ -176,10 +311,11 @@ def test_concurrent_writes(spark: Any, spark_work_dir: Path) -> None:
             errors.append(exc)
 
     threads = [threading.Thread(target=write, args=(i,)) for i in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=300)
+    with engine_mode(spark, mode):
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
     assert errors == []
     for i in range(3):
         assert [r[0] for r in rows(spark, "parquet", base / f"own {i}")] == list(
@@ -189,3 +325,47 @@ def test_concurrent_writes(spark: Any, spark_work_dir: Path) -> None:
     expected = sorted(v for i in range(3) for v in range(i * 100, i * 100 + 50))
     assert [r[0] for r in rows(spark, "parquet", shared)] == expected
     assert_ours(shared)
+
+
+def test_large_request_reaches_the_in_process_engine_in_pieces(
+    spark: Any, spark_work_dir: Path
+) -> None:
+    # 120 tasks make a commit request of ~11 KiB: it travels as pieces of at most ~6 KB.
+    dest = spark_work_dir / "many tasks"
+    pieces: list[str] = []
+
+    class Counting(InterceptingEngine):
+        def requestPart(self, requestId: str, part: str) -> str:
+            pieces.append(part)
+            return super().requestPart(requestId, part)
+
+    engine = Counting()
+    register(spark, engine)
+    try:
+        spark.range(0, 240, numPartitions=120).write.parquet(str(dest))
+    finally:
+        register(spark)
+    commit = next(r for r in engine.requests if r["operation"] == "commitJob")
+    assert len(commit["committedTasks"]) == 120
+    assert len(pieces) >= 2
+    assert all(len(p.encode()) <= 6000 for p in pieces)
+    assert len(json.dumps(commit, separators=(",", ":"))) > 8192
+    assert [r[0] for r in rows(spark, "parquet", dest)] == list(range(240))
+    assert_ours(dest)
+
+
+def test_engine_that_cannot_start_fails_the_job_with_its_log(
+    spark: Any, spark_work_dir: Path
+) -> None:
+    broken = spark_work_dir / "no committer here"
+    broken.mkdir()
+    python = broken / "python.sh"
+    python.write_text("#!/bin/sh\necho \"ModuleNotFoundError: No module named 'committer'\" >&2\n"
+                      "exit 1\n", encoding="utf-8")
+    python.chmod(0o755)
+    dest = spark_work_dir / "engine cannot start"
+    with engine_mode(spark, "subprocess"), session_conf(
+        spark, spark__manifest__committer__python=str(python)
+    ), pytest.raises(Exception, match=r"did not start(.|\n)*No module named 'committer'"):
+        spark.range(3).write.parquet(str(dest))
+    assert not (dest / "_SUCCESS").exists()

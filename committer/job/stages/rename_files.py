@@ -118,5 +118,7 @@ def rename_files(ctx: StageContext, plan: JobPlan,
         ctx.notify(STAGE, done, total)
 
     chunks: Iterable[Chunk] = _whole_tasks(plan.renames, moves_of) if moves_of else plan.renames
-    run_pulled(ctx.pool, chunks, work, workers=config.io_threads, on_result=advance)
+    # No more workers than chunks: the rest would only start a thread each and find none.
+    workers = min(config.io_threads, max(1, plan.renames.chunks))
+    run_pulled(ctx.pool, chunks, work, workers=workers, on_result=advance)
     return done

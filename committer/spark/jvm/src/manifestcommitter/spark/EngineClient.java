@@ -3,10 +3,13 @@ package manifestcommitter.spark;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
+import java.util.ArrayList;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.Optional;
+import java.util.UUID;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.spark.SparkConf;
 import org.apache.spark.SparkEnv;
@@ -19,13 +22,26 @@ final class EngineClient {
   static final String PYTHON_KEY = "spark.manifest.committer.python";
   static final String PYTHONPATH_KEY = "spark.manifest.committer.pythonpath";
 
-  /** Configuration key prefixes forwarded to the engine (options, and store credentials). */
+  /**
+   * The configuration keys the engine reads (without Spark's {@code spark.hadoop.}), as
+   * prefixes: the committer's options, and the store keys it turns into credentials and
+   * endpoints. Nothing else is sent: a request stays small (the Py4J callback slows down sharply
+   * beyond 8 KiB) and carries no secret the engine does not use. Kept equal to
+   * {@code committer.spark.engine.CONF_KEY_PREFIXES}; a test compares them.
+   */
   static final String[] FORWARDED_PREFIXES = {
     "mapreduce.manifest.committer.",
-    "mapreduce.fileoutputcommitter.",
-    "fs.",
-    "spark.manifest.committer.",
-    "spark.sql.sources.writeJobUUID",
+    "mapreduce.fileoutputcommitter.cleanup.skipped",
+    "mapreduce.fileoutputcommitter.marksuccessfuljobs",
+    "fs.azure.account.key",
+    "fs.azure.sas.fixed.token",
+    "fs.azure.account.oauth2.client.",
+    "fs.azure.blob.endpoint",
+    "fs.azure.io.rate.limit",
+    "google.cloud.auth.service.account.json.keyfile",
+    "fs.gs.auth.service.account.json.keyfile",
+    "fs.gs.storage.root.url",
+    "fs.gs.project.id",
   };
 
   private static final Logger LOG = LoggerFactory.getLogger(EngineClient.class);
@@ -83,7 +99,7 @@ final class EngineClient {
         "python3");
     String pythonPath = firstNonEmpty(conf.get(PYTHONPATH_KEY),
         sparkConf(PYTHONPATH_KEY).orElse(null), "");
-    SubprocessEngine engine = new SubprocessEngine(python, pythonPath);
+    SubprocessEngine engine = SubprocessEngine.forInterpreter(python, pythonPath);
     return new EngineClient(engine, "subprocess " + engine.command());
   }
 
@@ -138,6 +154,35 @@ final class EngineClient {
     return call("deleteWithJob", request);
   }
 
+  /**
+   * UTF-8 bytes of one Py4J call's argument, with room for Py4J's escaping and command: a
+   * callback command beyond 8 KiB leaves the JVM in two writes, and the second waits for the
+   * acknowledgement of the first, which Python's side delays by ~40 ms.
+   */
+  static final int MAX_PART_BYTES = 6000;
+
+  /**
+   * {@code json} cut into pieces of at most {@link #MAX_PART_BYTES} bytes once encoded and
+   * escaped, never inside a surrogate pair.
+   */
+  static List<String> pieces(String json) {
+    List<String> out = new ArrayList<>();
+    int start = 0;
+    int bytes = 0;
+    for (int i = 0; i < json.length(); i++) {
+      char c = json.charAt(i);
+      int size = c < 0x80 ? (c == '\\' || c == '\n' || c == '\r' ? 2 : 1) : c < 0x800 ? 2 : 3;
+      if (bytes + size > MAX_PART_BYTES && !Character.isLowSurrogate(c)) {
+        out.add(json.substring(start, i));
+        start = i;
+        bytes = 0;
+      }
+      bytes += size;
+    }
+    out.add(json.substring(start));
+    return out;
+  }
+
   private JsonNode call(String operation, Map<String, Object> request) throws IOException {
     Map<String, Object> doc = new LinkedHashMap<>();
     doc.put("operation", operation);
@@ -145,6 +190,19 @@ final class EngineClient {
     String json = JSON.writeValueAsString(doc);
     String response;
     try {
+      if (!(engine instanceof SubprocessEngine) && json.length() > MAX_PART_BYTES / 3) {
+        List<String> parts = pieces(json);
+        if (parts.size() > 1) {
+          String id = UUID.randomUUID().toString();
+          for (String part : parts) {
+            engine.requestPart(id, part);
+          }
+          Map<String, Object> ref = new LinkedHashMap<>();
+          ref.put("operation", operation);
+          ref.put("requestParts", id);
+          json = JSON.writeValueAsString(ref);
+        }
+      }
       switch (operation) {
         case "setupJob":
           response = engine.setupJob(json);

@@ -21,4 +21,12 @@ public interface JobCommitEngine {
    * instead of deleting it. The result carries {@code "moved": true|false} (false: nothing there).
    */
   String deleteWithJob(String requestJson);
+
+  /**
+   * One piece of a request too large for a single Py4J call (beyond 8 KiB a callback waits
+   * ~40 ms for a delayed TCP acknowledgement): the pieces of request {@code requestId} arrive
+   * in order, then the operation is called with {@code {"requestParts": requestId}}. Returns an
+   * empty string. The subprocess engine, whose channel is a pipe, is never sent pieces.
+   */
+  String requestPart(String requestId, String part);
 }

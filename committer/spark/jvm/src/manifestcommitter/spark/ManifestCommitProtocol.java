@@ -127,9 +127,7 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
     Map<String, Object> req = new LinkedHashMap<>();
     req.put("jobId", jobId);
     req.put("jobAttempt", JOB_ATTEMPT);
-    // Spark's raw path string for messages; the qualified Hadoop URI string for the engine, which
-    // decodes it exactly once (HADOOP-17112).
-    req.put("destination", path);
+    // The qualified Hadoop URI string, which the engine decodes exactly once (HADOOP-17112).
     req.put("destinationUri", qualified(destination(), conf).toUri().toString());
     req.put("dynamicPartitionOverwrite", dynamicPartitionOverwrite);
     req.put("conf", EngineClient.forwardedConf(conf));
@@ -170,7 +168,6 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
     Configuration conf = jobContext.getConfiguration();
     List<Map<String, Object>> committed = new ArrayList<>();
     Set<String> absoluteRoots = new LinkedHashSet<>();
-    Set<String> partitions = new LinkedHashSet<>();
     long files = 0;
     long bytes = 0;
     while (messages.hasNext()) {
@@ -178,14 +175,8 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
       Map<String, Object> task = new LinkedHashMap<>();
       task.put("taskId", info.getTaskId());
       task.put("taskAttemptId", info.getTaskAttemptId());
-      task.put("manifestPath", info.getManifestPath());
-      task.put("files", info.getFileCount());
-      task.put("bytes", info.getByteCount());
-      task.put("partitions", info.getPartitions());
-      task.put("absoluteDirectories", info.getAbsoluteDirectories());
       committed.add(task);
       absoluteRoots.addAll(info.getAbsoluteDirectories());
-      partitions.addAll(info.getPartitions());
       files += info.getFileCount();
       bytes += info.getByteCount();
     }
@@ -193,7 +184,6 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
       Map<String, Object> req = request(conf);
       req.put("committedTasks", committed);
       req.put("extraDestinationRoots", new ArrayList<>(absoluteRoots));
-      req.put("partitions", new ArrayList<>(partitions));
       EngineClient engine = EngineClient.forJob(conf);
       long start = System.nanoTime();
       JsonNode result = engine.commitJob(req);

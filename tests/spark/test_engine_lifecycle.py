@@ -1,0 +1,91 @@
+"""The persistent subprocess engine ends with its driver JVM: killed (SIGKILL) or exiting."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[2]
+
+# A driver of its own: one write through the subprocess engine, then it prints the JVM's pid
+# and waits for a line on its standard input before it stops the session.
+DRIVER = """
+import sys
+from pyspark.sql import SparkSession
+import committer.spark
+
+builder = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
+           .config("spark.driver.memory", "512m"))
+spark = committer.spark.configure(builder, engine="subprocess").getOrCreate()
+spark.range(3).write.parquet(sys.argv[1])
+print("jvm", spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid(), flush=True)
+sys.stdin.readline()
+spark.stop()
+"""
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except FileNotFoundError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
+    except FileNotFoundError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _children_engines(parent: int) -> list[int]:
+    out = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit() and "committer.spark.driver --serve" in _cmdline(int(entry.name)):
+            with contextlib.suppress(FileNotFoundError):
+                stat = (entry / "stat").read_text(encoding="ascii")
+                if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+                    out.append(int(entry.name))
+    return out
+
+
+def _wait_gone(pid: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not _alive(pid)
+
+
+@pytest.mark.parametrize("ending", ["jvm killed", "session stopped"])
+def test_engine_exits_with_its_driver(tmp_path: Path, ending: str) -> None:
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(tmp_path / "out")], cwd=REPO,
+                            env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        line = proc.stdout.readline()
+        assert line.startswith("jvm "), proc.stderr.read() if proc.stderr else line
+        jvm = int(line.split()[1])
+        [engine] = _children_engines(jvm)
+        assert (tmp_path / "out" / "_SUCCESS").exists()
+        if ending == "jvm killed":
+            os.kill(jvm, signal.SIGKILL)
+        else:
+            proc.stdin.write("\n")
+            proc.stdin.flush()
+        assert _wait_gone(engine, 5.0), f"engine {engine} outlived its JVM ({ending})"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=60)
