@@ -37,7 +37,7 @@ def list_manifests(store: ManagedStore, layout: JobLayout) -> dict[str, str]:
     out: dict[str, str] = {}
     for status in store.list_dir(layout.manifests_dir):
         name = status.path.rstrip("/").rsplit("/", 1)[-1]
-        if not status.is_dir and name.endswith(MANIFEST_SUFFIX):
+        if name.endswith(MANIFEST_SUFFIX):  # a directory so named is refused when read
             out[name[: -len(MANIFEST_SUFFIX)]] = status.path
     return out
 

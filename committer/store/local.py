@@ -94,6 +94,26 @@ def _read_within(f: FileIO, limit: int, path: str) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
+# Opening never waits (a FIFO without a writer would block the open itself), and a terminal
+# never becomes the process's controlling terminal.
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+_FILE_KINDS = (
+    (statmod.S_ISDIR, "a directory"),
+    (statmod.S_ISFIFO, "a FIFO (named pipe)"),
+    (statmod.S_ISCHR, "a character device"),
+    (statmod.S_ISBLK, "a block device"),
+    (statmod.S_ISSOCK, "a socket"),
+)
+
+
+def _require_regular(mode: int, path: str) -> None:
+    if statmod.S_ISREG(mode):
+        return
+    kind = next((name for test, name in _FILE_KINDS if test(mode)), "not a file")
+    raise StoreError(f"is {kind}, not a regular file: {path}", path)
+
+
 def local_path(location: str) -> str:
     """``file:///x`` or ``file:/x`` -> ``/x``; plain paths unchanged."""
     if location.startswith("file:"):
@@ -391,16 +411,24 @@ class LocalStore(Store):
         return True
 
     def read_bytes(self, path: str, limit: int | None = None) -> bytes:
+        """The whole file, which must be a regular file: anything else in the job tree (a FIFO
+        would block the reader forever, a device node may act on being opened) is refused by
+        name. Checked before opening, so a device is never opened, and again on the open file,
+        opened without blocking, in case the path was swapped in between."""
         p = local_path(path)
         try:
-            with open(p, "rb", buffering=0) as f:
+            _require_regular(os.stat(p).st_mode, p)
+            fd = os.open(p, _READ_FLAGS)
+        except OSError as e:
+            raise translate(e, p) from None
+        with FileIO(fd, "rb", closefd=True) as f:
+            try:
+                _require_regular(os.fstat(fd).st_mode, p)
                 if limit is None:
                     return f.readall()
                 return _read_within(f, limit, p)
-        except IsADirectoryError:
-            raise StoreError(f"is a directory, not a file: {p}", p) from None
-        except OSError as e:
-            raise translate(e, p) from None
+            except OSError as e:
+                raise translate(e, p) from None
 
     def open_write(self, path: str) -> BinaryIO:
         p = local_path(path)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 from pathlib import Path
 
@@ -126,29 +125,77 @@ def test_read_and_write(store: LocalStore, tmp_path: Path) -> None:
 @pytest.mark.parametrize("size,limit,fits", [(3 << 20, 4 << 20, True), (3 << 20, 2 << 20, False),
                                              (3 << 20, 3 << 20, True)])
 def test_read_limit_holds_for_a_file_larger_than_its_size_said(
-        tmp_path: Path, size: int, limit: int, fits: bool) -> None:
-    # A FIFO says it is empty and then delivers megabytes, like a file that grows while it is
-    # read: the read goes on past the size it was told, and still stops at the limit.
-    import threading
-
-    fifo = str(tmp_path / "pipe")
-    os.mkfifo(fifo)
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int, limit: int,
+        fits: bool) -> None:
+    # A file that says it is empty and then delivers megabytes, like a file that grows while
+    # it is read: the read goes on past the size it was told, and still stops at the limit.
+    path = tmp_path / "growing"
     data = os.urandom(size)
+    path.write_bytes(data)
+    real_fstat = os.fstat
 
-    def feed() -> None:
-        with contextlib.suppress(BrokenPipeError), open(fifo, "wb") as w:  # reader may stop
-            w.write(data)
+    def says_empty(fd: int) -> os.stat_result:
+        st = real_fstat(fd)
+        return os.stat_result((st.st_mode, st.st_ino, st.st_dev, st.st_nlink, st.st_uid,
+                               st.st_gid, 0, int(st.st_atime), int(st.st_mtime),
+                               int(st.st_ctime)))
 
-    writer = threading.Thread(target=feed)
-    writer.start()
-    try:
-        if fits:
-            assert LocalStore().read_bytes(fifo, limit=limit) == data
-        else:
-            with pytest.raises(StoreError, match="larger than the limit"):
-                LocalStore().read_bytes(fifo, limit=limit)
-    finally:
-        writer.join(timeout=10)
+    monkeypatch.setattr(os, "fstat", says_empty)
+    if fits:
+        assert LocalStore().read_bytes(str(path), limit=limit) == data
+    else:
+        with pytest.raises(StoreError, match="larger than the limit"):
+            LocalStore().read_bytes(str(path), limit=limit)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "device", "socket"])
+def test_read_refuses_what_is_not_a_regular_file_without_blocking(
+        tmp_path: Path, kind: str) -> None:
+    import socket
+    import stat
+    import time
+
+    path = tmp_path / "x-manifest.json"
+    if kind == "fifo":
+        os.mkfifo(path)  # no writer: opening it for reading would block for ever
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "device":
+        try:
+            os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(1, 5))  # the zero device
+        except PermissionError:
+            os.symlink("/dev/zero", path)  # a device that never ends, through a link
+    else:
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(path))
+        sock.close()
+    t0 = time.monotonic()
+    what = {"fifo": "FIFO", "directory": "directory", "device": "character device",
+            "socket": "socket"}[kind]
+    with pytest.raises(StoreError, match=rf"{what}.*not a regular file: .*x-manifest\.json"):
+        LocalStore().read_bytes(str(path), limit=1 << 20)
+    with pytest.raises(StoreError, match="not a regular file"):
+        LocalStore().read_bytes(str(path))
+    assert time.monotonic() - t0 < 1
+
+
+def test_read_refuses_a_file_swapped_for_a_fifo_after_the_check(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The path is a regular file when looked at, a FIFO when opened: the open does not block
+    # and the open file is checked again.
+    path = tmp_path / "m"
+    path.write_bytes(b"{}")
+    real_open = os.open
+
+    def swap_then_open(p: str, flags: int, *args: object, **kwargs: object) -> int:
+        if p == str(path):
+            os.unlink(path)
+            os.mkfifo(path)
+        return real_open(p, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", swap_then_open)
+    with pytest.raises(StoreError, match=r"FIFO.*not a regular file"):
+        LocalStore().read_bytes(str(path))
 
 
 def test_stat_list_and_walk(store: LocalStore, tmp_path: Path) -> None:
