@@ -100,6 +100,9 @@ class CommitterConfig:
     # A destination file that already exists: "fail", or "last-writer-wins" (the old file is
     # moved aside into the job directory, so a rollback can put it back).
     conflict_policy: str = "fail"
+    # Local disk: follow symbolic links beneath the destination when renaming and creating
+    # directories (by default one there is refused: it could lead the commit outside).
+    destination_follow_symlinks: bool = False
     # fsspec storage options for the destination's store (credentials, endpoints).
     storage_options: Mapping[str, Any] = field(default_factory=dict, repr=False)
     # Keys under the committer prefix that this version does not know (kept for diagnostics).
@@ -179,6 +182,7 @@ KEYS: tuple[Key, ...] = (
     Key(PREFIX + "history.enabled", "history_enabled", _bool),
     Key(PREFIX + "abort.rollback", "abort_rollback", _bool),
     Key(PREFIX + "conflict.policy", "conflict_policy", _choice(*CONFLICT_POLICIES)),
+    Key(PREFIX + "destination.follow.symlinks", "destination_follow_symlinks", _bool),
 )
 KEYS_BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}
 

@@ -279,9 +279,9 @@ def test_rename_run_falls_back_where_the_filesystem_lacks_the_no_replace_flag(
     (tmp_path / "out" / "c").write_bytes(b"older")
     real = local._rename_loop
 
-    def first_then_einval(sfd: int, srcs: list[bytes], dfd: int,
-                          dsts: list[bytes]) -> tuple[int, int]:
-        done, err = real(sfd, srcs[:1], dfd, dsts[:1])
+    def first_then_einval(sfd: int, srcs: list[bytes], dfds: list[int],
+                          names: list[bytes]) -> tuple[int, int]:
+        done, err = real(sfd, srcs[:1], dfds[:1], names[:1])
         return (done, err) if err else (1, errno.EINVAL)
 
     monkeypatch.setattr(local, "_rename_loop", first_then_einval)
@@ -306,22 +306,31 @@ def test_native_loops_refuse_what_they_cannot_pass_to_the_kernel(tmp_path: Path)
                         [good, (str(tmp_path / "x"), str(tmp_path / "y\0"), 0, None)],
                         [good, (str(tmp_path / "é\0"), str(tmp_path / "c"), 0, None)]):
             with pytest.raises(ValueError, match="NUL"):
-                native.rename_entries(entries, 0, fd, cut, fd, cut, 1)
+                native.rename_into(entries, 0, len(entries), fd, cut, [fd] * len(entries), 1)
         assert (tmp_path / "a").exists()  # refused before anything was renamed
         with pytest.raises(TypeError):
-            native.rename_entries([(b"a", "c")], 0, fd, 0, fd, 0, 1)
+            native.rename_into([(b"a", "c")], 0, 1, fd, 0, [fd], 1)
         with pytest.raises(TypeError):
-            native.rename_entries([("a",)], 0, fd, 0, fd, 0, 1)
+            native.rename_into([("a",)], 0, 1, fd, 0, [fd], 1)
+        with pytest.raises(TypeError):
+            native.rename_into([("a", "b")], 0, 1, fd, 0, ["3"], 1)  # type: ignore[list-item]
         with pytest.raises(ValueError, match="shorter"):
-            native.rename_entries([("a", "b")], 0, fd, 2, fd, 0, 1)
-        with pytest.raises(ValueError, match="start"):
-            native.rename_entries([("a", "b")], 2, fd, 0, fd, 0, 1)
+            native.rename_into([("a", "b")], 0, 1, fd, 2, [fd], 1)
+        with pytest.raises(ValueError, match="within"):
+            native.rename_into([("a", "b")], 2, 2, fd, 0, [], 1)
+        with pytest.raises(ValueError, match="within"):
+            native.rename_into([("a", "b")], 1, 0, fd, 0, [], 1)
+        with pytest.raises(ValueError, match="one directory fd"):
+            native.rename_into([("a", "b")], 0, 1, fd, 0, [], 1)
         with pytest.raises(ValueError, match="NUL"):
             native.rmdir_paths(fd, ["x\0"], 0)
         with pytest.raises(TypeError):
             native.rmdir_paths(fd, [b"x"], 0)  # type: ignore[list-item]
-        assert native.rename_entries([], 0, fd, 0, fd, 0, 1) == (0, 0)
-        assert native.rename_entries([good], 1, fd, cut, fd, cut, 1) == (1, 0)  # from the end
+        assert native.rename_into([], 0, 0, fd, 0, [], 1) == (0, 0)
+        assert native.rename_into([good], 1, 1, fd, cut, [], 1) == (1, 0)  # from the end
+        # a negative directory fd (one the caller could not open) stops the loop there
+        assert native.rename_into([good], 0, 1, fd, cut, [-1], 1) == (0, -1)
+        assert (tmp_path / "a").exists()
         assert native.rmdir_paths(fd, [], 0) == 0
     finally:
         os.close(fd)
