@@ -23,9 +23,15 @@ from collections.abc import Iterator, Sequence
 from io import FileIO
 from typing import Any, BinaryIO
 
-from committer.errors import PathExistsError, PathNotFoundError, StoreError, TransientStoreError
+from committer.errors import (
+    PathExistsError,
+    PathNotFoundError,
+    StoreError,
+    TransientStoreError,
+    UnsafePathError,
+)
 from committer.store.base import FileStatus, Store
-from committer.store.beneath import DIR_FLAGS, Beneath, DirectoryCache
+from committer.store.beneath import DIR_FLAGS, FOLLOW_KEY, Beneath, DirectoryCache
 
 _FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 _AT_FDCWD = -100
@@ -564,20 +570,45 @@ class LocalStore(Store):
     def open_write(self, path: str) -> BinaryIO:
         p = local_path(path)
         try:
-            os.makedirs(os.path.dirname(p), exist_ok=True)
-            return open(p, "wb")
+            return self._create(p, "wb")
         except OSError as e:
             raise translate(e, p) from None
 
     def write_bytes(self, path: str, data: bytes, *, exclusive: bool = False) -> None:
         p = local_path(path)
-        parent = os.path.dirname(p)
         try:
-            if parent:
-                os.makedirs(parent, exist_ok=True)
-            with open(p, "xb" if exclusive else "wb") as f:
+            with self._create(p, "xb" if exclusive else "wb") as f:
                 f.write(data)
         except FileExistsError:
             raise PathExistsError(f"file exists: {p}", p) from None
         except OSError as e:
             raise translate(e, p) from None
+
+    def _create(self, p: str, mode: str) -> BinaryIO:
+        """``open(p, mode)`` for writing, parents created as needed; beneath the root, through
+        directories opened without following links, and not through a link at ``p`` either."""
+        parent, _, name = p.rpartition("/")
+        parts = None
+        if self.beneath is not None and parent and name:
+            parts = self.beneath.parts(parent)
+        if parts is None:
+            if os.path.dirname(p):
+                os.makedirs(os.path.dirname(p), exist_ok=True)
+            return open(p, mode)
+        assert self.beneath is not None
+        pfd = self.beneath.open_dir(parts, create=True)
+
+        def opener(file: str, flags: int) -> int:
+            try:
+                return os.open(file, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=pfd)
+            except OSError as e:
+                if e.errno == errno.ELOOP:
+                    raise UnsafePathError(
+                        f"a symbolic link beneath the destination {self.beneath.root} is "
+                        f"refused (set {FOLLOW_KEY}=true to follow links): {p}", p) from None
+                raise
+
+        try:
+            return open(name, mode, opener=opener)
+        finally:
+            os.close(pfd)

@@ -228,3 +228,25 @@ def test_many_directories_with_a_small_cache(dest: Path) -> None:
     assert len(store._dirs) <= 5
     store.close()
     assert len(os.listdir(fd_dir)) == before
+
+
+def test_writes_go_through_no_link_beneath_either(dest: Path) -> None:
+    # _SUCCESS, the journal, history records: written beneath the destination, parents made
+    outside = dest.parent / "outside"
+    os.symlink(outside, dest / "_manifest_committer")
+    store = _store(dest)
+    with pytest.raises(UnsafePathError, match="_manifest_committer"):
+        store.write_bytes(str(dest / "_manifest_committer" / "history" / "j.json"), b"{}")
+    os.symlink(outside / "target", dest / "_SUCCESS")
+    for exclusive in (False, True):
+        with pytest.raises(StoreError, match="_SUCCESS"):
+            store.write_bytes(str(dest / "_SUCCESS"), b"{}", exclusive=exclusive)
+    with pytest.raises(UnsafePathError, match="_SUCCESS"):
+        store.open_write(str(dest / "_SUCCESS"))
+    assert list(outside.iterdir()) == []
+    store.write_bytes(str(dest / "a" / "b" / "new.json"), b"{}", exclusive=True)
+    with pytest.raises(PathExistsError):
+        store.write_bytes(str(dest / "a" / "b" / "new.json"), b"{}", exclusive=True)
+    with store.open_write(str(dest / "a" / "c" / "out.bin")) as f:
+        f.write(b"data")
+    assert (dest / "a" / "c" / "out.bin").read_bytes() == b"data"
