@@ -14,8 +14,8 @@ import pytest
 
 from committer.config import CommitterConfig
 from committer.errors import PathExistsError, PathNotFoundError, StoreError, UnsafePathError
-from committer.store import open_store
 from committer.store import beneath as beneath_module
+from committer.store import open_store
 from committer.store.local import LocalStore
 
 
