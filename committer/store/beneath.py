@@ -112,7 +112,15 @@ class Beneath:
         directories are made. ``UnsafePathError`` for a symbolic link on the way,
         ``PathNotFoundError`` for a missing directory, ``PathExistsError`` for a file."""
         try:
+            if create:  # the root and what holds it are the user's: made as given
+                os.makedirs(self.root, exist_ok=True)
             root_fd = os.open(self.root, DIR_FLAGS)
+        except FileExistsError:
+            raise PathExistsError(f"a file exists where a directory must be: {self.root}",
+                                  self.root) from None
+        except NotADirectoryError:
+            raise PathExistsError(f"a file exists above directory {self.root}",
+                                  self.root) from None
         except OSError as e:
             raise _translate(e, self.root) from None
         if not parts:

@@ -571,6 +571,8 @@ class LocalStore(Store):
         p = local_path(path)
         try:
             return self._create(p, "wb")
+        except StoreError:
+            raise
         except OSError as e:
             raise translate(e, p) from None
 
@@ -579,6 +581,8 @@ class LocalStore(Store):
         try:
             with self._create(p, "xb" if exclusive else "wb") as f:
                 f.write(data)
+        except StoreError:
+            raise
         except FileExistsError:
             raise PathExistsError(f"file exists: {p}", p) from None
         except OSError as e:

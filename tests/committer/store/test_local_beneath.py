@@ -250,3 +250,16 @@ def test_writes_go_through_no_link_beneath_either(dest: Path) -> None:
     with store.open_write(str(dest / "a" / "c" / "out.bin")) as f:
         f.write(b"data")
     assert (dest / "a" / "c" / "out.bin").read_bytes() == b"data"
+
+
+def test_a_root_that_does_not_exist_yet_is_made(tmp_path: Path, dest: Path) -> None:
+    root = tmp_path / "new" / "table"
+    store = _store(root)
+    store.write_bytes(str(root / "_temporary" / "j" / "_job.json"), b"{}")
+    assert (root / "_temporary" / "j" / "_job.json").read_bytes() == b"{}"
+    other = _store(tmp_path / "new2" / "table")
+    other.mkdirs(str(tmp_path / "new2" / "table"))
+    assert (tmp_path / "new2" / "table").is_dir()
+    (tmp_path / "file").write_bytes(b"f")
+    with pytest.raises(PathExistsError, match="above directory"):
+        _store(tmp_path / "file" / "t").mkdirs(str(tmp_path / "file" / "t" / "x"))
