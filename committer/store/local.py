@@ -18,10 +18,11 @@ import re
 import shutil
 import stat as statmod
 import sys
+import threading
 import weakref
 from collections.abc import Iterator, Sequence
 from io import FileIO
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Literal
 
 from committer.errors import (
     PathExistsError,
@@ -249,12 +250,31 @@ class LocalStore(Store):
     supports_etags = True
     rename_keeps_etag = True
 
+    # Class defaults, so that a subclass whose __init__ does not call this one still works
+    # (unchecked, as a store without a root).
+    beneath: Beneath | None = None
+    _dir_cache: DirectoryCache | None = None
+    _pins_per_run = 4
+    _init_lock = threading.Lock()
+
     def __init__(self, root: str | None = None, *, follow_symlinks: bool = False) -> None:
         self.beneath = None if root is None or follow_symlinks else Beneath(local_path(root))
-        self._dirs = DirectoryCache(self._open_parent, _cache_capacity())
-        # each thread pins at most this many directories at once (fds open = cache + pins)
-        self._pins_per_run = max(4, min(64, self._dirs.capacity // 4))
-        weakref.finalize(self, self._dirs.clear)
+        self._dirs.clear()  # made now, not by the first thread that needs it
+
+    @property
+    def _dirs(self) -> DirectoryCache:
+        cache = self._dir_cache
+        if cache is None:
+            with LocalStore._init_lock:
+                cache = self._dir_cache
+                if cache is None:
+                    cache = self._dir_cache = DirectoryCache(self._open_parent,
+                                                             _cache_capacity())
+                    # each thread pins at most this many directories at once (fds open =
+                    # cache + pins)
+                    self._pins_per_run = max(4, min(64, cache.capacity // 4))
+                    weakref.finalize(self, cache.clear)
+        return cache
 
     def close(self) -> None:
         self._dirs.clear()
@@ -588,7 +608,7 @@ class LocalStore(Store):
         except OSError as e:
             raise translate(e, p) from None
 
-    def _create(self, p: str, mode: str) -> BinaryIO:
+    def _create(self, p: str, mode: Literal["wb", "xb"]) -> BinaryIO:
         """``open(p, mode)`` for writing, parents created as needed; beneath the root, through
         directories opened without following links, and not through a link at ``p`` either."""
         parent, _, name = p.rpartition("/")
@@ -600,6 +620,7 @@ class LocalStore(Store):
                 os.makedirs(os.path.dirname(p), exist_ok=True)
             return open(p, mode)
         assert self.beneath is not None
+        root = self.beneath.root
         pfd = self.beneath.open_dir(parts, create=True)
 
         def opener(file: str, flags: int) -> int:
@@ -608,7 +629,7 @@ class LocalStore(Store):
             except OSError as e:
                 if e.errno == errno.ELOOP:
                     raise UnsafePathError(
-                        f"a symbolic link beneath the destination {self.beneath.root} is "
+                        f"a symbolic link beneath the destination {root} is "
                         f"refused (set {FOLLOW_KEY}=true to follow links): {p}", p) from None
                 raise
 
