@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import os
 import re
 import shutil
@@ -240,6 +241,22 @@ def _cache_capacity() -> int:
     return max(16, min(1024, soft // 8))
 
 
+def _open_directory(beneath: Beneath | None, path: str) -> int:
+    """A new fd of directory ``path``: beneath the root without symbolic links; elsewhere as
+    the kernel resolves it. (A function of ``beneath`` alone: the store's directory cache
+    holds it, and must not keep the store alive, or its finalizer would never close them.)"""
+    parts = beneath.parts(path) if beneath is not None else None
+    if parts is not None:
+        assert beneath is not None
+        return beneath.open_dir(parts)
+    try:
+        return os.open(path, DIR_FLAGS)
+    except ValueError as e:
+        raise StoreError(f"{e}: {path!r}", path) from None
+    except OSError as e:
+        raise translate(e, path) from None
+
+
 class LocalStore(Store):
     """Local disk. With ``root`` (the destination the store was opened for), renames and
     directory creation below it never go through a symbolic link below it: one there is an
@@ -268,8 +285,8 @@ class LocalStore(Store):
             with LocalStore._init_lock:
                 cache = self._dir_cache
                 if cache is None:
-                    cache = self._dir_cache = DirectoryCache(self._open_parent,
-                                                             _cache_capacity())
+                    opener = functools.partial(_open_directory, self.beneath)
+                    cache = self._dir_cache = DirectoryCache(opener, _cache_capacity())
                     # each thread pins at most this many directories at once (fds open =
                     # cache + pins)
                     self._pins_per_run = max(4, min(64, cache.capacity // 4))
@@ -278,20 +295,6 @@ class LocalStore(Store):
 
     def close(self) -> None:
         self._dirs.clear()
-
-    def _open_parent(self, path: str) -> int:
-        """A new fd of directory ``path``: beneath the root without symbolic links; elsewhere
-        as the kernel resolves it."""
-        parts = self.beneath.parts(path) if self.beneath is not None else None
-        if parts is not None:
-            assert self.beneath is not None
-            return self.beneath.open_dir(parts)
-        try:
-            return os.open(path, DIR_FLAGS)
-        except (OSError, ValueError) as e:
-            if isinstance(e, ValueError):
-                raise StoreError(f"{e}: {path!r}", path) from None
-            raise translate(e, path) from None
 
     def _parent_error(self, error: StoreError, s: str, d: str) -> StoreError:
         """The failure of a rename whose destination directory could not be opened."""

@@ -263,3 +263,21 @@ def test_a_root_that_does_not_exist_yet_is_made(tmp_path: Path, dest: Path) -> N
     (tmp_path / "file").write_bytes(b"f")
     with pytest.raises(PathExistsError, match="above directory"):
         _store(tmp_path / "file" / "t").mkdirs(str(tmp_path / "file" / "t" / "x"))
+
+
+def test_a_store_dropped_without_close_closes_its_directories(dest: Path) -> None:
+    # recovery and the CLI open stores and drop them: the fds the rename loop kept open must
+    # go with the store (nothing may keep it alive), not accumulate in the process
+    import gc
+
+    fd_dir = "/proc/self/fd"
+    before = len(os.listdir(fd_dir))
+    for k in range(20):
+        store = _store(dest)
+        (dest / f"p={k}").mkdir()
+        entries = [(_task_file(dest, f"t{k}"), str(dest / f"p={k}" / "f"), 1, None)]
+        assert store.rename_run(entries, 0) == (1, None)
+        assert len(store._dirs) == 1
+        del store
+    gc.collect()
+    assert len(os.listdir(fd_dir)) == before
