@@ -103,6 +103,9 @@ class CommitterConfig:
     # Job commit moves a directory that one task alone writes into, and that does not exist at
     # the destination, with one rename, where the store renames directories atomically.
     rename_directories: bool = True
+    # Local disk: follow symbolic links beneath the destination when renaming and creating
+    # directories (by default one there is refused: it could lead the commit outside).
+    destination_follow_symlinks: bool = False
     # fsspec storage options for the destination's store (credentials, endpoints).
     storage_options: Mapping[str, Any] = field(default_factory=dict, repr=False)
     # Keys under the committer prefix that this version does not know (kept for diagnostics).
@@ -183,6 +186,7 @@ KEYS: tuple[Key, ...] = (
     Key(PREFIX + "abort.rollback", "abort_rollback", _bool),
     Key(PREFIX + "conflict.policy", "conflict_policy", _choice(*CONFLICT_POLICIES)),
     Key(PREFIX + "rename.directories", "rename_directories", _bool),
+    Key(PREFIX + "destination.follow.symlinks", "destination_follow_symlinks", _bool),
 )
 KEYS_BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}
 

@@ -7,7 +7,8 @@
     │   ├── PathNotFoundError    the path does not exist
     │   ├── PathExistsError      the path exists where it must not
     │   ├── TransientStoreError  worth retrying: throttling, timeouts, connection resets
-    │   └── AmbiguousRenameError a retried rename could not be proven to have happened
+    │   ├── AmbiguousRenameError a retried rename could not be proven to have happened
+    │   └── UnsafePathError      a local path goes through a symbolic link beneath its root
     ├── UntrustedManifestError   manifests that job commit refuses before any file moves
     ├── JobConflictError         another job, or a finished job, owns what this job needs
     └── CommitFailedError        a job commit stage failed (wraps the cause, names the stage)
@@ -30,6 +31,7 @@ __all__ = [
     "PathNotFoundError",
     "StoreError",
     "TransientStoreError",
+    "UnsafePathError",
     "UntrustedManifestError",
 ]
 
@@ -60,6 +62,12 @@ class TransientStoreError(StoreError):
 
 class AmbiguousRenameError(StoreError):
     """A rename was retried, the source is gone, and the destination cannot be proven to be it."""
+
+
+class UnsafePathError(StoreError):
+    """A rename or directory creation beneath a local destination would go through a symbolic
+    link (or ``..`` out of the destination), so it might write outside it; refused, unless the
+    configuration says to follow links."""
 
 
 class UntrustedManifestError(ManifestCommitterError):

@@ -72,6 +72,9 @@ def open_store(
 ) -> ManagedStore:
     """The managed store for ``location``; pass ``backend`` to supply one (tests, faults)."""
     config = config or CommitterConfig()
-    if backend is None:
+    if backend is None and split_scheme(location)[0] in ("", "file"):
+        # renames and directory creation stay beneath the location (see store/beneath.py)
+        backend = LocalStore(location, follow_symlinks=config.destination_follow_symlinks)
+    elif backend is None:
         backend = open_backend(location, config.storage_options)
     return ManagedStore(backend, config, stats)

@@ -3,8 +3,10 @@
  * A Python loop over os calls releases and retakes the GIL around every call: with the job
  * commit's 32 threads on 2 CPUs, those hand-offs (futex wake-ups and context switches) cost
  * more than the renames themselves. These loops take a whole batch of paths with the length
- * of their common directory, find each relative path (in place for ASCII, encoded otherwise),
- * release the GIL once, and make one system call per entry.
+ * of their common source directory (and, for renames, the open directory of each
+ * destination, which the caller resolved without following symbolic links), find each
+ * relative path (in place for ASCII, encoded otherwise), release the GIL once, and make one
+ * system call per entry.
  *
  * Optional: built when a compiler is present (setup.py), otherwise LocalStore uses its
  * ctypes loop with the same behaviour. Linux only (renameat2, unlinkat).
@@ -13,6 +15,7 @@
 #include <Python.h>
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,42 +100,65 @@ fail:
     return NULL;
 }
 
-/* rename_entries(entries, start, src_dir_fd, src_cut, dst_dir_fd, dst_cut, flags)
- *     -> (index, errno)
- * Renames entry[0][src_cut:] (relative to src_dir_fd) to entry[1][dst_cut:] (relative to
- * dst_dir_fd) for each entry from `start` on, in order, and stops at the first failure:
- * returns the index of the first entry not renamed (len(entries): all were) and that
- * failure's errno (0: none). */
+/* rename_into(entries, start, stop, src_dir_fd, src_cut, dst_dir_fds, flags) -> (index, errno)
+ * Renames entry[0][src_cut:] (relative to src_dir_fd) to the last component of entry[1]
+ * (relative to dst_dir_fds[i - start], the open directory holding that destination) for each
+ * entry i from `start` up to `stop`, in order, and stops at the first failure: returns the
+ * index of the first entry not renamed (`stop`: all were) and that failure's errno (0: none;
+ * -1: its directory fd is negative, i.e. the caller could not open that directory). */
 static PyObject *
-rename_entries(PyObject *self, PyObject *args)
+rename_into(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *entries;
-    Py_ssize_t start, s_cut, d_cut;
-    int sfd, dfd;
+    PyObject *entries, *fd_list;
+    Py_ssize_t start, stop, s_cut;
+    int sfd;
     unsigned int flags;
-    if (!PyArg_ParseTuple(args, "O!nininI", &PyList_Type, &entries, &start, &sfd, &s_cut,
-                          &dfd, &d_cut, &flags))
+    if (!PyArg_ParseTuple(args, "O!nnin" "O!I", &PyList_Type, &entries, &start, &stop, &sfd,
+                          &s_cut, &PyList_Type, &fd_list, &flags))
         return NULL;
-    if (start < 0 || start > PyList_GET_SIZE(entries)) {
-        PyErr_SetString(PyExc_ValueError, "start is outside the entries");
+    if (start < 0 || stop < start || stop > PyList_GET_SIZE(entries)) {
+        PyErr_SetString(PyExc_ValueError, "start and stop must lie within the entries");
+        return NULL;
+    }
+    if (PyList_GET_SIZE(fd_list) != stop - start) {
+        PyErr_SetString(PyExc_ValueError, "one directory fd is needed per entry");
         return NULL;
     }
     /* a private copy keeps the tuples (so their strs) alive and the list's contents fixed */
-    PyObject *todo = PyList_GetSlice(entries, start, PyList_GET_SIZE(entries));
+    PyObject *todo = PyList_GetSlice(entries, start, stop);
     PyObject *keep = PyList_New(0);
     const char **s = NULL, **d = NULL;
+    int *dfds = NULL;
     PyObject *result = NULL;
     if (todo == NULL || keep == NULL)
         goto done;
     if ((s = paths_of(todo, 0, s_cut, keep)) == NULL ||
-        (d = paths_of(todo, 1, d_cut, keep)) == NULL)
+        (d = paths_of(todo, 1, 0, keep)) == NULL)
         goto done;
     Py_ssize_t n = PyList_GET_SIZE(todo), i = 0;
+    dfds = PyMem_Malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
+    if (dfds == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    for (i = 0; i < n; i++) {
+        long fd = PyLong_AsLong(PyList_GET_ITEM(fd_list, i));
+        if (fd == -1 && PyErr_Occurred())
+            goto done;
+        dfds[i] = fd < 0 || fd > INT_MAX ? -1 : (int)fd;
+        const char *slash = strrchr(d[i], '/');
+        d[i] = slash == NULL ? d[i] : slash + 1;  /* the name within its directory */
+    }
     int err = 0;
+    i = 0;
     Py_BEGIN_ALLOW_THREADS
     for (; i < n; i++) {
-        if (do_renameat2(sfd, s[i], dfd, d[i], flags) != 0) {
+        if (dfds[i] < 0) {
+            err = -1;
+            break;
+        }
+        if (do_renameat2(sfd, s[i], dfds[i], d[i], flags) != 0) {
             err = errno;
             break;
         }
@@ -142,6 +168,7 @@ rename_entries(PyObject *self, PyObject *args)
 done:
     PyMem_Free(s);
     PyMem_Free(d);
+    PyMem_Free(dfds);
     Py_XDECREF(todo);
     Py_XDECREF(keep);
     return result;
@@ -181,8 +208,8 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"rename_entries", rename_entries, METH_VARARGS,
-     "rename_entries(entries, start, src_dir_fd, src_cut, dst_dir_fd, dst_cut, flags)"
+    {"rename_into", rename_into, METH_VARARGS,
+     "rename_into(entries, start, stop, src_dir_fd, src_cut, dst_dir_fds, flags)"
      " -> (index, errno)"},
     {"rmdir_paths", rmdir_paths, METH_VARARGS, "rmdir_paths(dir_fd, paths, cut) -> removed"},
     {NULL, NULL, 0, NULL},

@@ -13,17 +13,27 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import os
 import re
 import shutil
 import stat as statmod
 import sys
+import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from io import FileIO
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Literal
 
-from committer.errors import PathExistsError, PathNotFoundError, StoreError, TransientStoreError
+from committer.errors import (
+    PathExistsError,
+    PathNotFoundError,
+    StoreError,
+    TransientStoreError,
+    UnsafePathError,
+)
 from committer.store.base import FileStatus, Store
+from committer.store.beneath import DIR_FLAGS, FOLLOW_KEY, Beneath, DirectoryCache
 from manifest_schema.uris import local_path
 
 _FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
@@ -51,13 +61,17 @@ except ImportError:
     _native = None  # type: ignore[assignment]
 
 
-def _rename_loop(sfd: int, srcs: list[bytes], dfd: int, dsts: list[bytes]) -> tuple[int, int]:
+def _rename_loop(sfd: int, srcs: list[bytes], dfds: list[int],
+                 names: list[bytes]) -> tuple[int, int]:
     """The ctypes loop, where the ``_native`` module was not built: ``renameat2(NOREPLACE)``
-    of each pair relative to the two directories, in order, until one fails: ``(how many
-    succeeded, errno of the failure or 0)``."""
+    of each source (relative to ``sfd``) to its name in its destination directory ``dfds[i]``,
+    in order, until one fails: ``(how many succeeded, errno of the failure or 0)``; errno -1
+    when a directory fd is negative (the caller could not open that directory)."""
     fn, noreplace = _renameat2, _RENAME_NOREPLACE
     assert fn is not None
-    for i, (s, d) in enumerate(zip(srcs, dsts, strict=True)):
+    for i, (s, dfd, d) in enumerate(zip(srcs, dfds, names, strict=True)):
+        if dfd < 0:
+            return i, -1
         if fn(sfd, s, dfd, d, noreplace) != 0:
             return i, ctypes.get_errno()
     return len(srcs), 0
@@ -93,6 +107,26 @@ def _read_within(f: FileIO, limit: int, path: str) -> bytes:
             raise StoreError(f"file is larger than the limit of {limit} bytes: {path}", path)
         want = min(1 << 20, limit + 1 - total)
     return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+# Opening never waits (a FIFO without a writer would block the open itself), and a terminal
+# never becomes the process's controlling terminal.
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+
+_FILE_KINDS = (
+    (statmod.S_ISDIR, "a directory"),
+    (statmod.S_ISFIFO, "a FIFO (named pipe)"),
+    (statmod.S_ISCHR, "a character device"),
+    (statmod.S_ISBLK, "a block device"),
+    (statmod.S_ISSOCK, "a socket"),
+)
+
+
+def _require_regular(mode: int, path: str) -> None:
+    if statmod.S_ISREG(mode):
+        return
+    kind = next((name for test, name in _FILE_KINDS if test(mode)), "not a file")
+    raise StoreError(f"is {kind}, not a regular file: {path}", path)
 
 
 def _common_prefix_length(a: str, b: str) -> int:
@@ -182,12 +216,84 @@ def translate(e: OSError, path: str) -> StoreError:
     return StoreError(msg, path)
 
 
+def _cache_capacity() -> int:
+    """How many directories a store keeps open: an eighth of the soft limit on open files,
+    within 16..1024."""
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft == resource.RLIM_INFINITY:
+            soft = 1 << 16
+    except (ImportError, OSError, ValueError):
+        soft = 1024
+    return max(16, min(1024, soft // 8))
+
+
+def _open_directory(beneath: Beneath | None, path: str) -> int:
+    """A new fd of directory ``path``: beneath the root without symbolic links; elsewhere as
+    the kernel resolves it. (A function of ``beneath`` alone: the store's directory cache
+    holds it, and must not keep the store alive, or its finalizer would never close them.)"""
+    parts = beneath.parts(path) if beneath is not None else None
+    if parts is not None:
+        assert beneath is not None
+        return beneath.open_dir(parts)
+    try:
+        return os.open(path, DIR_FLAGS)
+    except ValueError as e:
+        raise StoreError(f"{e}: {path!r}", path) from None
+    except OSError as e:
+        raise translate(e, path) from None
+
+
 class LocalStore(Store):
+    """Local disk. With ``root`` (the destination the store was opened for), renames and
+    directory creation below it never go through a symbolic link below it: one there is an
+    ``UnsafePathError`` naming it, unless ``follow_symlinks``. Paths elsewhere (a custom
+    partition location, a report directory) are used as given."""
+
     name = "local"
     supports_etags = True
     rename_keeps_etag = True
     prunes_empty_dirs = True
     renames_directories = True
+
+    # Class defaults, so that a subclass whose __init__ does not call this one still works
+    # (unchecked, as a store without a root).
+    beneath: Beneath | None = None
+    _dir_cache: DirectoryCache | None = None
+    _pins_per_run = 4
+    _init_lock = threading.Lock()
+
+    def __init__(self, root: str | None = None, *, follow_symlinks: bool = False) -> None:
+        self.beneath = None if root is None or follow_symlinks else Beneath(local_path(root))
+        self._dirs.clear()  # made now, not by the first thread that needs it
+
+    @property
+    def _dirs(self) -> DirectoryCache:
+        cache = self._dir_cache
+        if cache is None:
+            with LocalStore._init_lock:
+                cache = self._dir_cache
+                if cache is None:
+                    opener = functools.partial(_open_directory, self.beneath)
+                    cache = self._dir_cache = DirectoryCache(opener, _cache_capacity())
+                    # each thread pins at most this many directories at once (fds open =
+                    # cache + pins)
+                    self._pins_per_run = max(4, min(64, cache.capacity // 4))
+                    weakref.finalize(self, cache.clear)
+        return cache
+
+    def close(self) -> None:
+        self._dirs.clear()
+
+    def _parent_error(self, error: StoreError, s: str, d: str) -> StoreError:
+        """The failure of a rename whose destination directory could not be opened."""
+        if isinstance(error, PathNotFoundError):
+            return self._rename_error(OSError(errno.ENOENT, os.strerror(errno.ENOENT)), s, d)
+        if isinstance(error, PathExistsError):  # not "the destination exists": no displacing
+            return StoreError(f"rename destination parent is not a directory: {error.path}", d)
+        return error
 
     def stat(self, path: str) -> FileStatus:
         p = local_path(path)
@@ -241,6 +347,11 @@ class LocalStore(Store):
 
     def mkdirs(self, path: str) -> None:
         p = local_path(path)
+        parts = self.beneath.parts(p) if self.beneath is not None else None
+        if parts is not None:
+            assert self.beneath is not None
+            os.close(self.beneath.open_dir(parts, create=True))
+            return
         try:
             os.makedirs(p, exist_ok=True)
         except FileExistsError:
@@ -254,22 +365,39 @@ class LocalStore(Store):
         s, d = local_path(src), local_path(dst)
         if "\0" in s or "\0" in d:  # a C string would end there: another file would move
             raise StoreError(f"rename {s!r} -> {d!r}: path contains a NUL character", s)
+        self._dirs.forget_tree(s)  # it may be a directory: cached fds below it would follow it
+        parent, _, name = d.rpartition("/")
+        if not d.startswith("/") or not name:
+            self._rename_at(s, _AT_FDCWD, d, d)
+            return
+        fds, pins, errors = self._dirs.acquire((parent or "/",))
+        try:
+            if errors:
+                raise self._parent_error(errors[parent or "/"], s, d)
+            self._rename_at(s, fds[parent or "/"], name, d)
+        finally:
+            self._dirs.release(pins)
+
+    def _rename_at(self, s: str, dfd: int, name: str, d: str) -> None:
+        """Rename ``s`` to ``name`` in directory ``dfd``, never replacing (``d`` names it)."""
         if _renameat2 is not None:
-            if _renameat2(_AT_FDCWD, os.fsencode(s), _AT_FDCWD, os.fsencode(d),
+            if _renameat2(_AT_FDCWD, os.fsencode(s), dfd, os.fsencode(name),
                           _RENAME_NOREPLACE) == 0:
                 return
             err = ctypes.get_errno()
             if err not in (errno.EINVAL, errno.ENOSYS):  # else: filesystem lacks the flag
                 raise self._rename_error(OSError(err, os.strerror(err)), s, d)
+        at = None if dfd == _AT_FDCWD else dfd
         try:
-            os.link(s, d)
+            os.link(s, name, dst_dir_fd=at)
         except OSError as e:
             raise self._rename_error(e, s, d) from None
         os.unlink(s)
 
     def rename_dir(self, src: str, dst: str) -> None:
-        """``renameat2(RENAME_NOREPLACE)`` of a directory: an existing ``dst``, even an empty
-        directory (which plain ``rename`` would silently replace), is ``PathExistsError``."""
+        """``renameat2(RENAME_NOREPLACE)`` of a directory into ``dst``'s parent, opened beneath
+        the root like every rename's: an existing ``dst``, even an empty directory (which plain
+        ``rename`` would silently replace) or a link, is ``PathExistsError``."""
         s, d = local_path(src), local_path(dst)
         if "\0" in s or "\0" in d:
             raise StoreError(f"rename {s!r} -> {d!r}: path contains a NUL character", s)
@@ -279,9 +407,19 @@ class LocalStore(Store):
             if not os.path.lexists(s):
                 raise PathNotFoundError(f"rename source not found: {s}", s)
             raise StoreError(f"not a directory: {s}", s)
-        if _renameat2(_AT_FDCWD, os.fsencode(s), _AT_FDCWD, os.fsencode(d),
-                      _RENAME_NOREPLACE) == 0:
-            return
+        self._dirs.forget_tree(s)  # cached fds below it would follow it
+        parent, _, name = d.rpartition("/")
+        if not d.startswith("/") or not name:
+            raise StoreError(f"not an absolute local path: {d}", d)
+        fds, pins, errors = self._dirs.acquire((parent or "/",))
+        try:
+            if errors:
+                raise self._parent_error(errors[parent or "/"], s, d)
+            if _renameat2(_AT_FDCWD, os.fsencode(s), fds[parent or "/"], os.fsencode(name),
+                          _RENAME_NOREPLACE) == 0:
+                return
+        finally:
+            self._dirs.release(pins)
         err = ctypes.get_errno()
         if err in (errno.ENOTEMPTY, errno.EEXIST):
             raise PathExistsError(f"rename destination exists: {d}", d)
@@ -290,12 +428,14 @@ class LocalStore(Store):
     def rename_batch(self, entries: Sequence[tuple[str, str, Any, Any]],
                      start: int = 0) -> tuple[int, list[tuple[int, StoreError]]]:
         """The job commit's rename loop: one ``renameat2`` per entry and nothing else. The work
-        is one system call per file, so per-file costs show directly as lost throughput: paths
-        relative to the batch's common source and destination directories, opened once (the
-        kernel walks two components per path instead of a dozen), and the loop itself in C
-        with the GIL released once per batch where the ``_native`` module was built (else a
-        ctypes call per entry, each taking and dropping the GIL). The first failure stops the
-        loop and is handed back, translated."""
+        is one system call per file, so per-file costs show directly as lost throughput:
+        sources relative to the batch's common directory, opened once, and each destination
+        relative to its own directory, kept open for the whole commit (``DirectoryCache``:
+        opened beneath the root without following links, so the renames cannot leave it);
+        the kernel walks one or two components per path instead of a dozen. The loop itself
+        is in C with the GIL released once per run of entries where the ``_native`` module was
+        built (else a ctypes call per entry, each taking and dropping the GIL). The first
+        failure stops the loop and is handed back, translated."""
         reached, error = self._rename_run(entries, start)
         return (len(entries), []) if error is None else (reached + 1, [(reached, error)])
 
@@ -305,40 +445,71 @@ class LocalStore(Store):
         if _renameat2 is None or type(self).rename_file is not LocalStore.rename_file:
             return self._rename_each(entries, start)  # a subclass's own rename_file counts
         todo = entries[start:]
+        if not todo:
+            return len(entries), None
         srcs, dsts = [e[0] for e in todo], [e[1] for e in todo]
-        src_root, dst_root = _open_common_dir(srcs), _open_common_dir(dsts)
-        if src_root is None or dst_root is None:
-            for root in (src_root, dst_root):
-                if root is not None:
-                    os.close(root[0])
+        if min(dsts)[:1] != "/" or max(dsts)[:1] != "/":  # URIs: rename_file converts them
             return self._rename_each(entries, start)
-        (sfd, cut_s), (dfd, cut_d) = src_root, dst_root
+        src_root = _open_common_dir(srcs)
+        if src_root is None:
+            return self._rename_each(entries, start)
+        sfd, cut_s = src_root
+        parents = [d[: d.rfind("/")] or "/" for d in dsts]
+        n, i, err, reached = len(todo), 0, 0, len(entries)
+        errors: dict[str, StoreError] = {}
         try:
-            if _native is not None:
-                batch = entries if isinstance(entries, list) else list(entries)
-                reached, err = _native.rename_entries(batch, start, sfd, cut_s, dfd, cut_d,
-                                                      _RENAME_NOREPLACE)
-            else:
-                if "\0" in "".join(srcs) or "\0" in "".join(dsts):
-                    raise ValueError("embedded NUL in a path")
-                done, err = _rename_loop(sfd, _relative(srcs, cut_s), dfd, _relative(dsts, cut_d))
-                reached = start + done
-        except ValueError:  # a NUL in a path: rename_file refuses that entry by name
-            return self._rename_each(entries, start)
+            while i < n:
+                j = self._run_end(parents, i)
+                fds, pins, errors = self._dirs.acquire(dict.fromkeys(parents[i:j]))
+                try:
+                    dfds = [fds.get(p, -1) for p in parents[i:j]]
+                    if _native is not None:
+                        batch = entries if isinstance(entries, list) else list(entries)
+                        reached, err = _native.rename_into(batch, start + i, start + j, sfd,
+                                                           cut_s, dfds, _RENAME_NOREPLACE)
+                    else:
+                        if "\0" in "".join(srcs[i:j]) or "\0" in "".join(dsts[i:j]):
+                            raise ValueError("embedded NUL in a path")
+                        names = [d[d.rfind("/") + 1:] for d in dsts[i:j]]
+                        done, err = _rename_loop(sfd, _relative(srcs[i:j], cut_s), dfds,
+                                                 _relative(names, 0))
+                        reached = start + i + done
+                finally:
+                    self._dirs.release(pins)
+                if err != 0:
+                    break
+                i = j
+        except ValueError:  # a NUL in a path of this run (nothing of it renamed): one by one
+            return self._rename_each(entries, start + i)
         finally:
             os.close(sfd)
-            os.close(dfd)
         if err == 0:
             return len(entries), None
+        s, d = entries[reached][0], entries[reached][1]
+        if err == -1:  # its directory could not be opened
+            return reached, self._parent_error(errors[parents[reached - start]], s, d)
         if err in (errno.EINVAL, errno.ENOSYS):  # the filesystem lacks the flag
             return self._rename_each(entries, reached)
-        return reached, self._rename_error(OSError(err, os.strerror(err)), entries[reached][0],
-                                           entries[reached][1])
+        return reached, self._rename_error(OSError(err, os.strerror(err)), s, d)
 
     def _rename_each(self, entries: Sequence[tuple[str, str, Any, Any]],
                      start: int) -> tuple[int, StoreError | None]:
         reached, failures = super().rename_batch(entries, start)
         return (reached - 1, failures[0][1]) if failures else (reached, None)
+
+    def _run_end(self, parents: list[str], i: int) -> int:
+        """Where the run of entries starting at ``i`` ends: at most ``_pins_per_run``
+        distinct destination directories, so the fds one thread holds stay bounded."""
+        limit = self._pins_per_run
+        if len(set(parents[i:])) <= limit:
+            return len(parents)
+        seen: set[str] = set()
+        for j in range(i, len(parents)):
+            if parents[j] not in seen:
+                if len(seen) == limit:
+                    return j
+                seen.add(parents[j])
+        return len(parents)
 
     def rmdir_run(self, paths: Sequence[str]) -> int:
         """``rmdir`` each path in order (children first), skipping any that is missing, not
@@ -346,6 +517,7 @@ class LocalStore(Store):
         directory, opened once, like :meth:`rename_batch`, and in C where that was built."""
         if not paths:
             return 0
+        self._dirs.forget(paths)  # only empty directories go: none has one below it
         root = _open_common_dir(paths)
         if root is None:
             return _rmdir_each(None, list(paths))
@@ -379,13 +551,30 @@ class LocalStore(Store):
 
     def replace_file(self, src: str, dst: str) -> None:
         s, d = local_path(src), local_path(dst)
+        self._dirs.forget_tree(s)
+        self._dirs.forget_tree(d)
+        parent, _, name = d.rpartition("/")
+        if not d.startswith("/") or not name:
+            try:
+                os.replace(s, d)
+            except OSError as e:
+                raise self._rename_error(e, s, d) from None
+            return
+        fds, pins, errors = self._dirs.acquire((parent or "/",))
         try:
-            os.replace(s, d)
+            if errors:
+                raise self._parent_error(errors[parent or "/"], s, d)
+            os.replace(s, name, dst_dir_fd=fds[parent or "/"])
         except OSError as e:
             raise self._rename_error(e, s, d) from None
+        except ValueError as e:
+            raise StoreError(f"rename {s!r} -> {d!r}: {e}", s) from None
+        finally:
+            self._dirs.release(pins)
 
     def delete_file(self, path: str) -> bool:
         p = local_path(path)
+        self._dirs.forget_tree(p)  # a link to a directory, followed when it was cached
         try:
             os.unlink(p)
         except FileNotFoundError:
@@ -396,6 +585,7 @@ class LocalStore(Store):
 
     def delete_tree(self, path: str) -> bool:
         p = local_path(path)
+        self._dirs.forget_tree(p)
         try:
             if os.path.isdir(p) and not os.path.islink(p):
                 shutil.rmtree(p)
@@ -409,6 +599,7 @@ class LocalStore(Store):
 
     def remove_dir_if_empty(self, path: str) -> bool:
         p = local_path(path)
+        self._dirs.forget_tree(p)
         try:
             os.rmdir(p)
         except FileNotFoundError:
@@ -420,34 +611,72 @@ class LocalStore(Store):
         return True
 
     def read_bytes(self, path: str, limit: int | None = None) -> bytes:
+        """The whole file, which must be a regular file: anything else in the job tree (a FIFO
+        would block the reader forever, a device node may act on being opened) is refused by
+        name. Checked before opening, so a device is never opened, and again on the open file,
+        opened without blocking, in case the path was swapped in between."""
         p = local_path(path)
         try:
-            with open(p, "rb", buffering=0) as f:
+            _require_regular(os.stat(p).st_mode, p)
+            fd = os.open(p, _READ_FLAGS)
+        except OSError as e:
+            raise translate(e, p) from None
+        with FileIO(fd, "rb", closefd=True) as f:
+            try:
+                _require_regular(os.fstat(fd).st_mode, p)
                 if limit is None:
                     return f.readall()
                 return _read_within(f, limit, p)
-        except IsADirectoryError:
-            raise StoreError(f"is a directory, not a file: {p}", p) from None
-        except OSError as e:
-            raise translate(e, p) from None
+            except OSError as e:
+                raise translate(e, p) from None
 
     def open_write(self, path: str) -> BinaryIO:
         p = local_path(path)
         try:
-            os.makedirs(os.path.dirname(p), exist_ok=True)
-            return open(p, "wb")
+            return self._create(p, "wb")
+        except StoreError:
+            raise
         except OSError as e:
             raise translate(e, p) from None
 
     def write_bytes(self, path: str, data: bytes, *, exclusive: bool = False) -> None:
         p = local_path(path)
-        parent = os.path.dirname(p)
         try:
-            if parent:
-                os.makedirs(parent, exist_ok=True)
-            with open(p, "xb" if exclusive else "wb") as f:
+            with self._create(p, "xb" if exclusive else "wb") as f:
                 f.write(data)
+        except StoreError:
+            raise
         except FileExistsError:
             raise PathExistsError(f"file exists: {p}", p) from None
         except OSError as e:
             raise translate(e, p) from None
+
+    def _create(self, p: str, mode: Literal["wb", "xb"]) -> BinaryIO:
+        """``open(p, mode)`` for writing, parents created as needed; beneath the root, through
+        directories opened without following links, and not through a link at ``p`` either."""
+        parent, _, name = p.rpartition("/")
+        parts = None
+        if self.beneath is not None and parent and name:
+            parts = self.beneath.parts(parent)
+        if parts is None:
+            if os.path.dirname(p):
+                os.makedirs(os.path.dirname(p), exist_ok=True)
+            return open(p, mode)
+        assert self.beneath is not None
+        root = self.beneath.root
+        pfd = self.beneath.open_dir(parts, create=True)
+
+        def opener(file: str, flags: int) -> int:
+            try:
+                return os.open(file, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=pfd)
+            except OSError as e:
+                if e.errno == errno.ELOOP:
+                    raise UnsafePathError(
+                        f"a symbolic link beneath the destination {root} is "
+                        f"refused (set {FOLLOW_KEY}=true to follow links): {p}", p) from None
+                raise
+
+        try:
+            return open(name, mode, opener=opener)
+        finally:
+            os.close(pfd)

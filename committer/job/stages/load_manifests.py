@@ -43,7 +43,7 @@ def list_manifests(store: ManagedStore, layout: JobLayout) -> dict[str, str]:
     out: dict[str, str] = {}
     for status in store.list_dir(layout.manifests_dir):
         task_id = manifest_task_id(basename(status.path))
-        if not status.is_dir and task_id is not None:
+        if task_id is not None:  # a directory so named is refused when read
             out[task_id] = status.path
     return out
 

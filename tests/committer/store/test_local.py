@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 from pathlib import Path
 
@@ -127,29 +126,77 @@ def test_read_and_write(store: LocalStore, tmp_path: Path) -> None:
 @pytest.mark.parametrize("size,limit,fits", [(3 << 20, 4 << 20, True), (3 << 20, 2 << 20, False),
                                              (3 << 20, 3 << 20, True)])
 def test_read_limit_holds_for_a_file_larger_than_its_size_said(
-        tmp_path: Path, size: int, limit: int, fits: bool) -> None:
-    # A FIFO says it is empty and then delivers megabytes, like a file that grows while it is
-    # read: the read goes on past the size it was told, and still stops at the limit.
-    import threading
-
-    fifo = str(tmp_path / "pipe")
-    os.mkfifo(fifo)
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, size: int, limit: int,
+        fits: bool) -> None:
+    # A file that says it is empty and then delivers megabytes, like a file that grows while
+    # it is read: the read goes on past the size it was told, and still stops at the limit.
+    path = tmp_path / "growing"
     data = os.urandom(size)
+    path.write_bytes(data)
+    real_fstat = os.fstat
 
-    def feed() -> None:
-        with contextlib.suppress(BrokenPipeError), open(fifo, "wb") as w:  # reader may stop
-            w.write(data)
+    def says_empty(fd: int) -> os.stat_result:
+        st = real_fstat(fd)
+        return os.stat_result((st.st_mode, st.st_ino, st.st_dev, st.st_nlink, st.st_uid,
+                               st.st_gid, 0, int(st.st_atime), int(st.st_mtime),
+                               int(st.st_ctime)))
 
-    writer = threading.Thread(target=feed)
-    writer.start()
-    try:
-        if fits:
-            assert LocalStore().read_bytes(fifo, limit=limit) == data
-        else:
-            with pytest.raises(StoreError, match="larger than the limit"):
-                LocalStore().read_bytes(fifo, limit=limit)
-    finally:
-        writer.join(timeout=10)
+    monkeypatch.setattr(os, "fstat", says_empty)
+    if fits:
+        assert LocalStore().read_bytes(str(path), limit=limit) == data
+    else:
+        with pytest.raises(StoreError, match="larger than the limit"):
+            LocalStore().read_bytes(str(path), limit=limit)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "device", "socket"])
+def test_read_refuses_what_is_not_a_regular_file_without_blocking(
+        tmp_path: Path, kind: str) -> None:
+    import socket
+    import stat
+    import time
+
+    path = tmp_path / "x-manifest.json"
+    if kind == "fifo":
+        os.mkfifo(path)  # no writer: opening it for reading would block for ever
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "device":
+        try:
+            os.mknod(path, 0o600 | stat.S_IFCHR, os.makedev(1, 5))  # the zero device
+        except PermissionError:
+            os.symlink("/dev/zero", path)  # a device that never ends, through a link
+    else:
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(path))
+        sock.close()
+    t0 = time.monotonic()
+    what = {"fifo": "FIFO", "directory": "directory", "device": "character device",
+            "socket": "socket"}[kind]
+    with pytest.raises(StoreError, match=rf"{what}.*not a regular file: .*x-manifest\.json"):
+        LocalStore().read_bytes(str(path), limit=1 << 20)
+    with pytest.raises(StoreError, match="not a regular file"):
+        LocalStore().read_bytes(str(path))
+    assert time.monotonic() - t0 < 1
+
+
+def test_read_refuses_a_file_swapped_for_a_fifo_after_the_check(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The path is a regular file when looked at, a FIFO when opened: the open does not block
+    # and the open file is checked again.
+    path = tmp_path / "m"
+    path.write_bytes(b"{}")
+    real_open = os.open
+
+    def swap_then_open(p: str, flags: int, *args: object, **kwargs: object) -> int:
+        if p == str(path):
+            os.unlink(path)
+            os.mkfifo(path)
+        return real_open(p, flags, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", swap_then_open)
+    with pytest.raises(StoreError, match=r"FIFO.*not a regular file"):
+        LocalStore().read_bytes(str(path))
 
 
 def test_stat_list_and_walk(store: LocalStore, tmp_path: Path) -> None:
@@ -241,9 +288,9 @@ def test_rename_batch_falls_back_where_the_filesystem_lacks_the_no_replace_flag(
     (tmp_path / "out" / "c").write_bytes(b"older")
     real = local._rename_loop
 
-    def first_then_einval(sfd: int, srcs: list[bytes], dfd: int,
-                          dsts: list[bytes]) -> tuple[int, int]:
-        done, err = real(sfd, srcs[:1], dfd, dsts[:1])
+    def first_then_einval(sfd: int, srcs: list[bytes], dfds: list[int],
+                          names: list[bytes]) -> tuple[int, int]:
+        done, err = real(sfd, srcs[:1], dfds[:1], names[:1])
         return (done, err) if err else (1, errno.EINVAL)
 
     monkeypatch.setattr(local, "_rename_loop", first_then_einval)
@@ -269,22 +316,31 @@ def test_native_loops_refuse_what_they_cannot_pass_to_the_kernel(tmp_path: Path)
                         [good, (str(tmp_path / "x"), str(tmp_path / "y\0"), 0, None)],
                         [good, (str(tmp_path / "é\0"), str(tmp_path / "c"), 0, None)]):
             with pytest.raises(ValueError, match="NUL"):
-                native.rename_entries(entries, 0, fd, cut, fd, cut, 1)
+                native.rename_into(entries, 0, len(entries), fd, cut, [fd] * len(entries), 1)
         assert (tmp_path / "a").exists()  # refused before anything was renamed
         with pytest.raises(TypeError):
-            native.rename_entries([(b"a", "c")], 0, fd, 0, fd, 0, 1)
+            native.rename_into([(b"a", "c")], 0, 1, fd, 0, [fd], 1)
         with pytest.raises(TypeError):
-            native.rename_entries([("a",)], 0, fd, 0, fd, 0, 1)
+            native.rename_into([("a",)], 0, 1, fd, 0, [fd], 1)
+        with pytest.raises(TypeError):
+            native.rename_into([("a", "b")], 0, 1, fd, 0, ["3"], 1)  # type: ignore[list-item]
         with pytest.raises(ValueError, match="shorter"):
-            native.rename_entries([("a", "b")], 0, fd, 2, fd, 0, 1)
-        with pytest.raises(ValueError, match="start"):
-            native.rename_entries([("a", "b")], 2, fd, 0, fd, 0, 1)
+            native.rename_into([("a", "b")], 0, 1, fd, 2, [fd], 1)
+        with pytest.raises(ValueError, match="within"):
+            native.rename_into([("a", "b")], 2, 2, fd, 0, [], 1)
+        with pytest.raises(ValueError, match="within"):
+            native.rename_into([("a", "b")], 1, 0, fd, 0, [], 1)
+        with pytest.raises(ValueError, match="one directory fd"):
+            native.rename_into([("a", "b")], 0, 1, fd, 0, [], 1)
         with pytest.raises(ValueError, match="NUL"):
             native.rmdir_paths(fd, ["x\0"], 0)
         with pytest.raises(TypeError):
             native.rmdir_paths(fd, [b"x"], 0)  # type: ignore[list-item]
-        assert native.rename_entries([], 0, fd, 0, fd, 0, 1) == (0, 0)
-        assert native.rename_entries([good], 1, fd, cut, fd, cut, 1) == (1, 0)  # from the end
+        assert native.rename_into([], 0, 0, fd, 0, [], 1) == (0, 0)
+        assert native.rename_into([good], 1, 1, fd, cut, [], 1) == (1, 0)  # from the end
+        # a negative directory fd (one the caller could not open) stops the loop there
+        assert native.rename_into([good], 0, 1, fd, cut, [-1], 1) == (0, -1)
+        assert (tmp_path / "a").exists()
         assert native.rmdir_paths(fd, [], 0) == 0
     finally:
         os.close(fd)
