@@ -26,6 +26,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
 from committer.errors import PathExistsError, PathNotFoundError, StoreError, UnsafePathError
+from committer.store.os_errors import translate
 
 FOLLOW_KEY = "mapreduce.manifest.committer.destination.follow.symlinks"
 
@@ -122,7 +123,7 @@ class Beneath:
             raise PathExistsError(f"a file exists above directory {self.root}",
                                   self.root) from None
         except OSError as e:
-            raise _translate(e, self.root) from None
+            raise translate(e, self.root) from None
         if not parts:
             return root_fd
         try:
@@ -168,14 +169,14 @@ class Beneath:
                 except FileExistsError:
                     pass
                 except OSError as e:
-                    raise _translate(e, here) from None
+                    raise translate(e, here) from None
             except OSError as e:
                 if e.errno not in (errno.ENOTDIR, errno.ELOOP):
-                    raise _translate(e, here) from None
+                    raise translate(e, here) from None
                 try:
                     st = os.stat(part, dir_fd=fd, follow_symlinks=False)
                 except OSError as e2:
-                    raise _translate(e2, here) from None
+                    raise translate(e2, here) from None
                 if statmod.S_ISLNK(st.st_mode):
                     raise UnsafePathError(
                         f"a symbolic link beneath the destination {self.root} is refused (set "
@@ -185,12 +186,6 @@ class Beneath:
                                           here) from None
                 raise PathExistsError(f"a file exists above directory {here}", here) from None
         raise PathNotFoundError(f"directory not found: {here}", here)
-
-
-def _translate(e: OSError, path: str) -> StoreError:
-    from committer.store.local import translate
-
-    return translate(e, path)
 
 
 class _Entry:

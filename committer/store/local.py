@@ -29,17 +29,16 @@ from committer.errors import (
     PathExistsError,
     PathNotFoundError,
     StoreError,
-    TransientStoreError,
     UnsafePathError,
 )
 from committer.store.base import FileStatus, Store
 from committer.store.beneath import DIR_FLAGS, FOLLOW_KEY, Beneath, DirectoryCache
+from committer.store.os_errors import translate
 from manifest_schema.uris import local_path
 
 _FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 _AT_FDCWD = -100
 _RENAME_NOREPLACE = 1
-_TRANSIENT_ERRNOS = frozenset({errno.EAGAIN, errno.EINTR, errno.ETIMEDOUT, errno.EBUSY})
 
 
 def _load_renameat2() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
@@ -202,18 +201,6 @@ def filesystem_type(path: str, mounts_file: str = "/proc/self/mounts") -> str | 
 
 def file_etag(st: os.stat_result) -> str:
     return f"{st.st_ino:x}-{st.st_mtime_ns:x}-{st.st_size:x}"
-
-
-def translate(e: OSError, path: str) -> StoreError:
-    """Map an ``OSError`` to the engine's families, naming the path."""
-    msg = f"{e.strerror or e}: {path}"
-    if e.errno == errno.ENOENT:
-        return PathNotFoundError(msg, path)
-    if e.errno in (errno.EEXIST, errno.ENOTEMPTY):
-        return PathExistsError(msg, path)
-    if e.errno in _TRANSIENT_ERRNOS:
-        return TransientStoreError(msg, path)
-    return StoreError(msg, path)
 
 
 def _cache_capacity() -> int:
