@@ -4,8 +4,8 @@ leaves it, generated fast.
 ``tasks`` tasks each write ``files_per_task`` empty files spread round-robin over the same
 ``partitions`` partition directories ``p=<k>``, so every task attempt tree holds ``partitions``
 directories. Each task's manifest is what :class:`TaskAttemptCommitter` would save (file and
-directory entries, with the local etags), written straight to the committed manifest path; the
-files are real, so job commit really renames them.
+directory entries, with the local etags unless ``etags`` is off), written straight to the
+committed manifest path; the files are real, so job commit really renames them.
 
 The names are a pure function of the shape (:func:`task_paths`), so the ``os`` ceiling can
 compute its work list without reading anything.
@@ -38,6 +38,8 @@ class Shape:
     job_id: str = JOB_ID
     # True: the job directory is ``_temporary/<jobId>`` as Hadoop's ManifestCommitter names it
     hadoop_naming: bool = False
+    # False: file entries carry no etag (``e``), as Hadoop's own task committer writes them
+    etags: bool = True
 
     @property
     def files(self) -> int:
@@ -101,7 +103,8 @@ def _make_tasks(shape: Shape, first: int, last: int) -> int:
             fd = os.open(src, flags, 0o644)
             etag = file_etag(os.fstat(fd))
             os.close(fd)
-            files.append(FileEntry(location_to_uri(src), location_to_uri(dst), 0, etag))
+            files.append(FileEntry(location_to_uri(src), location_to_uri(dst), 0,
+                                   etag if shape.etags else None))
         files.sort(key=lambda f: f.dest)
         dirs = tuple(
             DirEntry(location_to_uri(f"{dest}/{partition_name(k)}"), DirStatus.UNKNOWN, 1)
