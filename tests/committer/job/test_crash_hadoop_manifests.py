@@ -56,8 +56,8 @@ def _stage(root: Path, hadoop_fixtures: Path) -> Path:
     return dest
 
 
-def _snapshot(dest: Path) -> dict[str, bytes | None]:
-    out = {}
+def _snapshot(dest: Path) -> dict[str, bytes | bool | None]:
+    out: dict[str, bytes | bool | None] = {}
     for rel, data in tree(dest).items():
         if rel.startswith(("_temporary", "_manifest_committer")):
             continue
