@@ -30,7 +30,9 @@ from committer.store import open_store
 from tests.committer.helpers import fast_config
 from tests.committer.job import scale_scenario as sc
 
-pytestmark = pytest.mark.slow
+# A point costs a few seconds (a 40,000-file copy, a commit up to the kill, the recovery): the
+# hundred points of each variant need more than the suite's default per-test timeout.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(3600)]
 
 _CONTEXT = multiprocessing.get_context("forkserver")
 _CONTEXT.set_forkserver_preload(["tests.committer.job.scale_scenario"])
