@@ -57,12 +57,11 @@ def record_identities(store: ManagedStore, ctx: StageContext, plan: JobPlan) -> 
     def identify(task: TaskSummary, chunks: list[Chunk]) -> tuple[list[Chunk], list[str]]:
         root = layout.task_attempt_dir(task.task_attempt_id)
         cut = len(root) + 1
-        listed: Found = {}
+        listed: dict[str, tuple[int, str | None]] = {}
         try:
             for status in store.walk_files(root):
-                ident = store.identity(status)
-                if ident is not None and status.path.startswith(root + "/"):
-                    listed[status.path[cut:]] = (status.size, ident)
+                if status.path.startswith(root + "/"):
+                    listed[status.path[cut:]] = (status.size, store.identity(status))
         except PathNotFoundError:
             pass  # every source is then reported missing below
         problems: list[str] = []
@@ -74,14 +73,14 @@ def record_identities(store: ManagedStore, ctx: StageContext, plan: JobPlan) -> 
                 rel = src[cut:]
                 found = listed.get(rel)
                 if found is None:
-                    why = ("is missing" if rel not in listed and not store.exists(src)
-                           else "has no identity the store can report")
-                    problems.append(f"{task.manifest_path}: source {src} {why}")
+                    problems.append(f"{task.manifest_path}: source {src} is missing")
                 elif found[0] != size:
                     problems.append(f"{task.manifest_path}: source {src} is {found[0]} bytes, "
                                     f"its manifest says {size}")
-                else:
-                    wanted[rel] = found
+                elif found[1] is not None:
+                    # a store that reports no identity (some fsspec filesystems) commits as
+                    # before: such a file just cannot be proven after a crash
+                    wanted[rel] = (found[0], found[1])
         if problems:
             return chunks, capped(problems, task.manifest_path)
         record = SourceIdentities(layout.job_id, task.task_attempt_id, wanted)
