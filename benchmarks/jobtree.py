@@ -5,9 +5,9 @@ leaves it, generated fast.
 ``partitions`` partition directories ``p=<k>``, so every task attempt tree holds ``partitions``
 directories; or, with ``own_partitions`` (a ``repartition(col)``-style write), task ``t`` writes
 all its files into its own new partition ``p=<t>``. Each task's manifest is what
-:class:`TaskAttemptCommitter` would save (file and directory entries, with the local etags),
-written straight to the committed manifest path; the files are real, so job commit really
-renames them.
+:class:`TaskAttemptCommitter` would save (file and directory entries, with the local etags
+unless ``etags`` is off), written straight to the committed manifest path; the files are real,
+so job commit really renames them.
 
 The names are a pure function of the shape (:func:`task_paths`), so the ``os`` ceiling can
 compute its work list without reading anything.
@@ -42,6 +42,8 @@ class Shape:
     hadoop_naming: bool = False
     # True: task t writes every file into its own partition p=<t> (``partitions`` is ignored)
     own_partitions: bool = False
+    # False: file entries carry no etag (``e``), as Hadoop's own task committer writes them
+    etags: bool = True
 
     @property
     def partition_count(self) -> int:
@@ -121,7 +123,8 @@ def _make_tasks(shape: Shape, first: int, last: int) -> int:
             fd = os.open(src, flags, 0o644)
             etag = file_etag(os.fstat(fd))
             os.close(fd)
-            files.append(FileEntry(location_to_uri(src), location_to_uri(dst), 0, etag))
+            files.append(FileEntry(location_to_uri(src), location_to_uri(dst), 0,
+                                   etag if shape.etags else None))
         files.sort(key=lambda f: f.dest)
         dirs = tuple(
             DirEntry(location_to_uri(f"{dest}/{partition_name(k)}"), DirStatus.UNKNOWN, 1)

@@ -11,6 +11,8 @@ its own interpreter; see ``benchmarks/trial.py`` for exactly what is timed.
   relative to open directories, as the engine's own local loop makes them, so that trick is
   not what beats the ceiling.
 - **ours**: the whole ``JobCommitter.commit()``.
+- **ours, no etags** (``--etag-less``): the same, on a job whose manifests give no file an etag
+  (as Hadoop's task committer writes them), so job commit first records the sources' identities.
 
 Each repetition runs every trial once, in an order rotated from one repetition to the next
 (with as many repetitions as trials, each trial takes every position once), so slow phases of a
@@ -29,6 +31,7 @@ again on a fresh job (at most ``--steal-retries`` times, the attempt with the le
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import tempfile
 import time
@@ -60,6 +63,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "of the machine's CPU time during it (steal; 0: never)")
     p.add_argument("--steal-retries", type=int, default=2,
                    help="at most this many re-runs of one trial for steal")
+    p.add_argument("--etag-less", action="store_true",
+                   help="also run ours on the job with manifests carrying no etags")
     p.add_argument("--workdir", default=None,
                    help="directory on the disk to measure (default: a new one under /tmp)")
 
@@ -113,10 +118,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         for rep in range(args.repeats):
             order = _rotation(["ours", *(["before"] if args.compare_baseline else []),
-                               *variants], rep)
+                               *(["no-etags"] if args.etag_less else []), *variants], rep)
             ceiling: dict[str, dict[str, Any]] = {}
             ours: dict[str, Any] = {}
             before: dict[str, Any] | None = None
+            no_etags: dict[str, Any] | None = None
             for part in order:
                 if part == "ours":
                     ours = _trial(shape, "ours", {"config": config}, *retry)
@@ -124,6 +130,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 elif part == "before":
                     before = _trial(shape, "ours", {"config": config, "baseline": True}, *retry)
                     _log(args, rep, "ours (engine before tuning)", before)
+                elif part == "no-etags":
+                    no_etags = _trial(dataclasses.replace(shape, etags=False), "ours",
+                                      {"config": config}, *retry)
+                    _log(args, rep, "ours, manifests without etags", no_etags)
                 else:
                     relative = part.endswith("r")
                     threads = int(part.rstrip("r"))
@@ -135,12 +145,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             best_name = max(ceiling, key=lambda k: ceiling[k]["files_per_second"])
             best = ceiling[best_name]["files_per_second"]
             reps.append({
-                "order": [p if p in ("ours", "before") else _variant_name(p) for p in order],
+                "order": [p if p in ("ours", "before", "no-etags") else _variant_name(p)
+                          for p in order],
                 "ceiling": ceiling,
                 "ceiling_best": best_name,
                 "ours": ours,
                 "ratio_best_per_repetition": ours["files_per_second"] / best,
                 "before": before,
+                "no_etags": no_etags,
             })
     finally:
         remove(shape)
@@ -150,6 +162,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         r["ceiling_files_per_second"] = chosen
         r["ratio"] = r["ours"]["files_per_second"] / chosen
         r["ratio_before"] = r["before"]["files_per_second"] / chosen if r["before"] else None
+        r["ratio_no_etags"] = (r["no_etags"]["files_per_second"] / chosen
+                               if r.get("no_etags") else None)
     return {
         "suite": NAME,
         "shape": {"tasks": shape.tasks, "files_per_task": shape.files_per_task,
@@ -168,6 +182,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "ratio_of_medians": (median(r["ours"]["files_per_second"] for r in reps)
                              / median(r["ceiling_files_per_second"] for r in reps)),
         "ratio_before": summarize([r["ratio_before"] for r in reps if r["before"]]),
+        "ratio_no_etags": summarize([r["ratio_no_etags"] for r in reps if r["no_etags"]]),
         "target_ratio": 0.9,
     }
 
@@ -213,7 +228,8 @@ def _cpu_text(r: dict[str, Any]) -> str:
 
 def _steal_text(result: dict[str, Any]) -> str:
     trials = [t for r in result["repetitions"]
-              for t in [r["ours"], *r["ceiling"].values(), *([r["before"]] if r["before"] else [])]]
+              for t in [r["ours"], *r["ceiling"].values(), *([r["before"]] if r["before"] else []),
+                        *([r["no_etags"]] if r.get("no_etags") else [])]]
     reruns = sum(len(t.get("steal_reruns", [])) for t in trials)
     limit = result.get("max_steal") or 0
     if not limit:
@@ -269,6 +285,16 @@ def report(result: dict[str, Any]) -> str:
            + ", ".join(f"{r['before']['files_per_second']:,.0f}"
                        for r in result["repetitions"]) + "."]
           if result["ratio_before"].get("n") else []),
+        *([f"Ours on manifests without etags (identities recorded at planning), same run: "
+           f"median ratio {result['ratio_no_etags']['median']:.2f} "
+           f"(min {result['ratio_no_etags']['min']:.2f}, "
+           f"max {result['ratio_no_etags']['max']:.2f}), files/s "
+           + ", ".join(f"{r['no_etags']['files_per_second']:,.0f}"
+                       for r in result["repetitions"]) + "; stages s (load / mkdirs / rename / "
+           "cleanup) " + "; ".join(" / ".join(f"{v:.2f}" for v in
+                                               r["no_etags"].get("stages", {}).values())
+                                      for r in result["repetitions"]) + "."]
+          if result.get("ratio_no_etags", {}).get("n") else []),
         _steal_text(result),
         "Peak RSS of our commit process: "
         + ", ".join(f"{mib(r['ours']['peak_rss'])} MiB" for r in result["repetitions"]) + ".",

@@ -15,6 +15,8 @@
         replaced/x/<hash of path>                               ... from outside dest
         displaced/d/<path below dest>                           files last-writer-wins displaced
         moved/<hash of path>.json                               records of moves outside dest
+        identities/<taskAttemptId>.json                         source identities job commit
+                                                                recorded where a manifest has none
         _SUCCESS.tmp, _SUCCESS.previous, _history.tmp           the marker's and record's saves
 
 Hadoop's own ManifestCommitter names the job directory ``<jobId>`` without the ``manifest_``
@@ -49,6 +51,7 @@ HISTORY_TEMP = "_history.tmp"
 REPLACED_DIR = "replaced"
 DISPLACED_DIR = "displaced"
 MOVE_RECORDS_DIR = "moved"
+IDENTITIES_DIR = "identities"
 UNDER_DEST = "d"  # below replaced/ and displaced/: data that lived under the destination
 ELSEWHERE = "x"  # ... and data that lived outside it (custom partition locations)
 #: the committer's own directory in the destination (lock, history); never moved aside
@@ -223,6 +226,16 @@ class JobLayout:
 
     def move_record_path(self, original: str) -> str:
         return join(self.move_records_dir, path_key(original) + RECORD_SUFFIX)
+
+    @property
+    def identities_dir(self) -> str:
+        return join(self.attempt_dir, IDENTITIES_DIR)
+
+    def identities_path(self, task_attempt_id: str) -> str:
+        """Where job commit records the identities of a task attempt's source files that its
+        manifest gives none for (``durability/identities.py``)."""
+        return join(self.identities_dir,
+                    check_id("task attempt id", task_attempt_id) + RECORD_SUFFIX)
 
     def aside_root(self, kind: str) -> str:
         """Where data from under dest goes when moved aside: ``kind`` is ``REPLACED_DIR`` or

@@ -64,3 +64,20 @@ def test_cpu_meter_reads_process_and_machine_time() -> None:
     machine = got["machine"]  # /proc/stat exists on the Linux machines this runs on
     assert set(machine) >= {"user", "system", "idle", "steal"}
     assert all(v >= 0 for v in machine.values())
+
+
+def test_the_job_tree_without_etags_has_manifests_without_identities(tmp_path: Any) -> None:
+    from benchmarks.jobtree import generate
+    from manifest_schema import TaskManifest
+
+    for etags in (True, False):
+        shape = Shape(str(tmp_path / f"dest-{etags}"), tasks=2, files_per_task=3, partitions=2,
+                      etags=etags)
+        generate(shape, workers=1)
+        manifests = sorted(os.listdir(shape.layout.manifests_dir))
+        assert len(manifests) == 2
+        for name in manifests:
+            with open(os.path.join(shape.layout.manifests_dir, name), "rb") as f:
+                files = TaskManifest.loads(f.read()).files
+            assert len(files) == 3
+            assert all((f.etag is not None) == etags for f in files)

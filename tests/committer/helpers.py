@@ -271,3 +271,18 @@ def task_attempt(
 def new_job(dest: Path | str, *, job_id: str = JOB_ID, config: CommitterConfig | None = None,
             store: ManagedStore | None = None, **kwargs: Any) -> JobCommitter:
     return LOCAL.new_job(str(dest), job_id=job_id, config=config, store=store, **kwargs)
+
+
+def strip_identities(manifests_dir: Path | str) -> int:
+    """Rewrite every committed manifest under ``manifests_dir`` without the file entries'
+    identity (``e``), as Hadoop's own task committer writes them on local disk, HDFS and most
+    stores. Returns how many identities were removed."""
+    import orjson
+
+    removed = 0
+    for path in sorted(Path(manifests_dir).glob("*-manifest.json")):
+        doc = orjson.loads(path.read_bytes())
+        for entry in doc.get("files", []):
+            removed += entry.pop("e", None) is not None
+        path.write_bytes(orjson.dumps(doc))
+    return removed

@@ -1,6 +1,6 @@
 """A PySpark driver that dies by SIGKILL in the middle of its job commit (test harness only).
 
-    python -m tests.spark.crash_driver DEST ROWS PARTITIONS KILL_AFTER_RENAMES
+    python -m tests.spark.crash_driver DEST ROWS PARTITIONS KILL_AFTER_RENAMES [no-etags]
 
 Creates its own local session through ``committer.spark.configure`` (in-process engine), writes
 ``ROWS`` rows partitioned into ``PARTITIONS`` directories under ``DEST``, and kills its whole
@@ -9,7 +9,9 @@ commit has renamed ``KILL_AFTER_RENAMES`` data files into the destination.
 
 The kill switch is a wrapper this script puts around the local store's rename calls in its own
 process (the batch loop ``rename_batch`` the job commit uses, and single ``rename_file`` calls);
-no production code path knows about it.
+no production code path knows about it. With ``no-etags``, the committed task manifests lose
+their file identities (``e``) just before job commit reads them, as Hadoop's own task committer
+would have written them.
 """
 
 from __future__ import annotations
@@ -69,6 +71,26 @@ def install_kill_switch(kill_after: int) -> None:
     LocalStore.rename_batch = rename_batch  # type: ignore[method-assign]
 
 
+def strip_identities_before_job_commit() -> None:
+    from pathlib import Path
+
+    import orjson
+
+    from committer.job.committer import JobCommitter
+
+    original = JobCommitter.commit
+
+    def commit(self: JobCommitter, *args: Any, **kwargs: Any) -> Any:
+        for path in Path(self.layout.manifests_dir).glob("*-manifest.json"):
+            doc = orjson.loads(path.read_bytes())
+            for entry in doc.get("files", []):
+                entry.pop("e", None)
+            path.write_bytes(orjson.dumps(doc))
+        return original(self, *args, **kwargs)
+
+    JobCommitter.commit = commit  # type: ignore[method-assign]
+
+
 def main(argv: list[str]) -> int:
     dest, rows, partitions, kill_after = argv[0], int(argv[1]), int(argv[2]), int(argv[3])
     from pyspark.sql import SparkSession
@@ -76,6 +98,8 @@ def main(argv: list[str]) -> int:
     import committer.spark
 
     install_kill_switch(kill_after)
+    if argv[4:] == ["no-etags"]:
+        strip_identities_before_job_commit()
     builder = (
         SparkSession.builder.master("local[2]")
         .appName("manifest-committer-crash-driver")

@@ -1,5 +1,7 @@
 """The driver is killed (SIGKILL) in the middle of job commit; ``manifest-committer resume``
-finishes the commit, and the output then reads back complete."""
+finishes the commit, and the output then reads back complete: with the shim's manifests, and
+with the same manifests stripped of file identities (as Hadoop's task committer writes them),
+which job commit then records itself before anything moves."""
 
 from __future__ import annotations
 
@@ -28,12 +30,12 @@ FILES = 2 * PARTITIONS
 KILL_AFTER = 15
 
 
-def _run_crashing_driver(dest: Path) -> subprocess.CompletedProcess[str]:
+def _run_crashing_driver(dest: Path, etags: bool) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
     # Its own session (process group): the kill switch takes down the driver and its JVM.
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.spark.crash_driver", str(dest), str(ROWS), str(PARTITIONS),
-         str(KILL_AFTER)],
+         str(KILL_AFTER), *([] if etags else ["no-etags"])],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         start_new_session=True,
     )
@@ -48,9 +50,11 @@ def _run_crashing_driver(dest: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-def test_driver_killed_during_job_commit_then_resume(spark: Any, spark_work_dir: Path) -> None:
-    dest = spark_work_dir / "driver killed"
-    done = _run_crashing_driver(dest)
+@pytest.mark.parametrize("etags", [True, False], ids=["etags", "no-etags"])
+def test_driver_killed_during_job_commit_then_resume(spark: Any, spark_work_dir: Path,
+                                                     etags: bool) -> None:
+    dest = spark_work_dir / f"driver killed {'etags' if etags else 'no etags'}"
+    done = _run_crashing_driver(dest, etags)
     assert READY in done.stdout, done.stderr[-3000:]
     assert done.returncode == -signal.SIGKILL, (done.returncode, done.stdout,
                                                 done.stderr[-3000:])

@@ -13,13 +13,14 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping
 
+import orjson
 import pytest
 
 from committer import CommitterConfig
 from committer.errors import ManifestCommitterError
 from committer.job import JobCommitter, resume, rollback
 from committer.job.durability.interrupted import interrupted_commits
-from committer.layout import LOCK_DIR
+from committer.layout import LOCK_DIR, JobLayout
 from committer.store import ManagedStore, open_store
 from committer.task import TaskAttemptCommitter
 from committer.task.attempt import task_ids
@@ -125,9 +126,23 @@ def _failing(cloud: CloudTarget, after: int, config: CommitterConfig) -> Managed
     return open_store(cloud.root, config, backend=CountingStore(cloud.backend(), before))
 
 
+def _strip_identities(store: ManagedStore, dest: str, job: str) -> None:
+    """Rewrite the job's manifests without file identities (``e``), as Hadoop's task
+    committer writes them: job commit must then record the sources' identities itself."""
+    layout = JobLayout(dest, job)
+    stripped = 0
+    for status in store.list_dir(layout.manifests_dir):
+        doc = orjson.loads(store.read_bytes(status.path))
+        for entry in doc["files"]:
+            stripped += entry.pop("e", None) is not None
+        store.write_bytes(status.path, orjson.dumps(doc))
+    assert stripped > 0
+
+
+@pytest.mark.parametrize("identities", [True, False], ids=["etags", "no-etags"])
 @pytest.mark.parametrize("action", ["rollback", "resume"])
-def test_dynamic_overwrite_failed_mid_commit_then_recovered(cloud: CloudTarget,
-                                                            action: str) -> None:
+def test_dynamic_overwrite_failed_mid_commit_then_recovered(cloud: CloudTarget, action: str,
+                                                            identities: bool) -> None:
     store = cloud.managed()
     config = store.config
     # the reference: the same commit, uninterrupted, counting its store calls
@@ -135,6 +150,8 @@ def test_dynamic_overwrite_failed_mid_commit_then_recovered(cloud: CloudTarget,
     _existing(store, ref_dest)
     ref_job = _job("r")
     ref_tasks = _prepare(store, ref_dest, ref_job, FILES_B)
+    if not identities:
+        _strip_identities(store, ref_dest, ref_job)
     counting = CountingStore(cloud.backend())
     JobCommitter(ref_dest, ref_job, config=config, store=open_store(cloud.root, config,
                                                                      backend=counting),
@@ -146,6 +163,8 @@ def test_dynamic_overwrite_failed_mid_commit_then_recovered(cloud: CloudTarget,
     before = _data(store, dest)
     job = _job("j")
     tasks = _prepare(store, dest, job, FILES_B)
+    if not identities:
+        _strip_identities(store, dest, job)
     failing = _failing(cloud, counting.ops * 2 // 3, config)
     with pytest.raises(ManifestCommitterError):
         JobCommitter(dest, job, config=config, store=failing,

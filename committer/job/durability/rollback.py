@@ -1,7 +1,8 @@
 """Undo an interrupted job commit: the destination ends as it was before the job.
 
 Every destination that provably is one of this job's renamed files (its etag, or content
-checksum, is the manifest's) goes back to its source; files displaced by last-writer-wins and
+checksum, is the manifest's, or where the manifest has none, the one the commit recorded before
+anything moved: ``identities.py``) goes back to its source; files displaced by last-writer-wins and
 data moved aside by an overwrite are put back; this job's ``_SUCCESS`` is removed and the
 previous one restored; its history record is removed; the directories it created are removed if
 empty. Refused once the commit reached ``cleaning`` (moved-aside data is being deleted, the
@@ -18,6 +19,7 @@ from committer.config import CommitterConfig
 from committer.errors import CommitFailedError, JobConflictError, PathNotFoundError, StoreError
 from committer.job.durability import history, move_aside
 from committer.job.durability.directory_moves import move_directories_back
+from committer.job.durability.identities import apply_recorded_identities
 from committer.job.durability.interrupted import find_interrupted
 from committer.job.durability.journal import load_journal, save_journal
 from committer.job.durability.transaction import lock_wanted, open_lock, success_job_id
@@ -155,6 +157,11 @@ def _unrename(ctx: StageContext, journal: Journal, report: RollbackReport) -> No
     store = ctx.store
     tasks = {m.task_id: m.task_attempt_id for m in journal.manifests}
     plan = load_manifests(ctx, committed_tasks=tasks, extra_destination_roots=journal.extra_roots)
+    try:
+        apply_recorded_identities(store, ctx, plan)  # for entries without identity
+    except BaseException:
+        plan.renames.close()
+        raise
     total = plan.files
     done = 0
     ctx.notify(ROLLBACK_STAGE, 0, total)

@@ -1,8 +1,9 @@
 """The journal around the stages of a commit: the hooks ``JobCommitter.commit`` calls.
 
     open()           journal loaded (resume) or started; lock taken; a recorded job replayed
-    plan()           manifests identified, replaced partitions and new directories noted:
-                     journal 'planned', before the first rename or delete
+    plan()           manifests identified, sources their manifests give no identity for
+                     identified (durability/identities.py), replaced partitions and new
+                     directories noted: journal 'planned', before the first rename or delete
     move_partitions_aside()   dynamic overwrite: replaced partitions renamed into the job dir
     renaming() / renamed()    journal state around the rename stage (nothing per file)
     save_success()   old _SUCCESS moved aside, new one written, history recorded
@@ -25,6 +26,7 @@ import orjson
 from committer.config import CommitterConfig
 from committer.errors import JobConflictError, StoreError
 from committer.job.durability import history, move_aside
+from committer.job.durability.identities import apply_recorded_identities, record_identities
 from committer.job.durability.journal import (
     advance,
     load_journal,
@@ -214,6 +216,7 @@ class CommitTransaction:
                 raise JobConflictError(
                     f"job {j.job_id}: {len(changed)} manifest(s) changed since the commit was "
                     f"planned (first: {changed[0]}); refusing to resume, roll back instead")
+            apply_recorded_identities(self.meta, ctx, plan)
             return
         refs = []
         for task in plan.tasks:
@@ -223,6 +226,9 @@ class CommitTransaction:
                                        f"{j.job_id} was loading it")
             refs.append(ManifestRef(task.task_id, task.task_attempt_id, task.manifest_path,
                                     ident[0], ident[1]))
+        # Entries without identity get the one their source has now, recorded before the
+        # journal says 'planned', so resume and rollback can prove which renames happened.
+        record_identities(self.meta, ctx, plan)
         moved = j.moved_aside
         if j.mode == MODE_DYNAMIC:
             moved += tuple(MovedAside(p, self.layout.aside_location(p))

@@ -109,6 +109,9 @@ class TaskSummary:
     files: int
     bytes: int
     manifest_bytes: int
+    # files whose entry carries no identity (no ``e``): the journal records theirs before
+    # anything moves, so that resume and rollback can still prove which renames happened
+    unidentified: int = 0
 
 
 @dataclass
