@@ -18,7 +18,7 @@ BUILD_INPUTS := pyproject.toml setup.py committer/store/_native.c committer/job/
 	committer/spark/jarbuild.py committer/spark/jvm/spark-lines.json \
 	$(wildcard committer/spark/jvm/src/manifestcommitter/spark/*.java)
 
-.PHONY: setup setup-spark35 test test-fast test-spark35 lint bench bench-emulators bench-spark \
+.PHONY: setup setup-spark35 test test-fast test-spark35 test-crash-scale lint bench bench-emulators bench-spark \
 	demo jar clean
 
 # Create the virtual environment and install the project with everything tests need.
@@ -46,8 +46,15 @@ $(NPM_STAMP): package.json package-lock.json
 setup: $(STAMP) $(NPM_STAMP)
 
 # The whole suite (what .ci/run calls).
+# The 40,000-file SIGKILL test (tests/committer/job/test_crash_at_scale.py) runs this many
+# kill points per variant in the suite, to keep the suite's time bounded; `make test-crash-scale`
+# runs the hundred per variant its docs report.
+SCALE_CRASH_POINTS ?= 8
 test: setup
-	$(PYTHON) -m pytest -q
+	SCALE_CRASH_POINTS=$(SCALE_CRASH_POINTS) $(PYTHON) -m pytest -q
+
+test-crash-scale: setup
+	SCALE_CRASH_POINTS=100 $(PYTHON) -m pytest -q -s tests/committer/job/test_crash_at_scale.py
 
 # The Spark suite's share that proves a Spark line works, on Spark 3.5: every write mode against
 # Spark's own committer, the subprocess engine, failed overwrites keeping the old data, task
