@@ -52,6 +52,7 @@ class DiesAfterRenames(LocalStore):
     """Local disk whose job commit "dies" after ``n`` renames into the destination."""
 
     rename_batch = Store.rename_batch  # one rename_file per entry, so the count is exact
+    renames_directories = False  # every file through rename_file (no whole-directory moves)
 
     def __init__(self, n: int) -> None:
         self.left = n
