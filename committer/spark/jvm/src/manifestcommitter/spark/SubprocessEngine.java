@@ -173,8 +173,10 @@ final class SubprocessEngine implements JobCommitEngine {
       stderrThread = new Thread(this::readLog,
           "manifest-committer-engine-" + process.pid() + "-err");
       stderrThread.setDaemon(true);
-      reader.start();
+      // The log reader first: the response reader, at the child's end, joins it to put the
+      // log's tail in the failure (joining a thread not yet started would return at once).
       stderrThread.start();
+      reader.start();
     }
 
     static EngineProcess start(List<String> command, String pythonPath) throws EngineFailure {
