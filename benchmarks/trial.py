@@ -34,6 +34,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from benchmarks.common import CpuMeter, current_rss_bytes, peak_rss_bytes
@@ -96,20 +97,27 @@ def _ceiling(shape: Shape, threads: int, relative: bool = False) -> dict[str, An
     t0 = time.perf_counter()
     for d in dest_dirs:
         os.makedirs(d, exist_ok=True)
-    if threads <= 0:
-        work(tasks)
-    else:
-        per = -(-len(tasks) // threads)
-        workers = [threading.Thread(target=work, args=(tasks[i * per : (i + 1) * per],))
-                   for i in range(threads)]
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
+    _run_shares(work, tasks, threads)
     os.rmdir(shape.layout.tasks_dir)
     elapsed = time.perf_counter() - t0
     return {"elapsed": elapsed, "base_rss": base, "cpu": cpu.read(), "rename_seconds": split[0],
             "rmdir_seconds": split[1], "threads": threads, "relative": relative}
+
+
+def _run_shares(work: Callable[[list[TaskPaths]], None], tasks: list[TaskPaths],
+                threads: int) -> None:
+    """``work`` over ``tasks``: on this thread (``threads <= 0``), else one contiguous share
+    per thread, as a hand-written ceiling would split the job."""
+    if threads <= 0:
+        work(tasks)
+        return
+    per = -(-len(tasks) // threads)
+    workers = [threading.Thread(target=work, args=(tasks[i * per : (i + 1) * per],))
+               for i in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
 
 
 def _directory_ceiling(shape: Shape, threads: int) -> dict[str, Any]:
@@ -132,16 +140,7 @@ def _directory_ceiling(shape: Shape, threads: int) -> dict[str, Any]:
     base = current_rss_bytes()
     cpu = CpuMeter()
     t0 = time.perf_counter()
-    if threads <= 0:
-        work(tasks)
-    else:
-        per = -(-len(tasks) // threads)
-        workers = [threading.Thread(target=work, args=(tasks[i * per : (i + 1) * per],))
-                   for i in range(threads)]
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
+    _run_shares(work, tasks, threads)
     os.rmdir(shape.layout.tasks_dir)
     elapsed = time.perf_counter() - t0
     return {"elapsed": elapsed, "base_rss": base, "cpu": cpu.read(), "threads": threads}
