@@ -27,7 +27,7 @@ import asyncio
 import base64
 import binascii
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote, urlsplit
 
@@ -66,6 +66,23 @@ def _error_code(e: BaseException) -> str:
     """The service's error code of an SDK exception (``x-ms-error-code``), as text."""
     code = getattr(e, "error_code", None)
     return str(getattr(code, "value", code) or "")
+
+
+async def _datalake_rename(call: Awaitable[Any], src: str, dst: str) -> None:
+    """Await a Data Lake rename (of a file or a directory), its refusals in the engine's
+    families: the destination there, its parent directory missing (a namespace has real
+    directories: the managed store creates it and retries), or the source missing."""
+    from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
+
+    try:
+        await call
+    except ResourceExistsError:
+        raise PathExistsError(f"rename destination exists: {dst}", dst) from None
+    except ResourceNotFoundError as e:
+        if _error_code(e) == "RenameDestinationParentPathNotFound":
+            raise PathNotFoundError(f"rename destination's directory not found: {dst}",
+                                    dst) from None
+        raise PathNotFoundError(f"rename source not found: {src}", src) from None
 
 
 def classify_azure(e: BaseException, path: str) -> StoreError:
@@ -210,7 +227,6 @@ class AzureStore(AsyncStore):
 
     async def _rename_dir(self, src: str, dst: str) -> None:
         from azure.core import MatchConditions
-        from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
 
         sc, sk = self._split(src)
         dc, dk = self._split(dst)
@@ -222,16 +238,8 @@ class AzureStore(AsyncStore):
         dls = await self._datalake_service()
         # quoted once, as for a file (see ``_rename``); If-None-Match: * never replaces
         client = dls.get_directory_client(sc, quote(sk))
-        try:
-            await client.rename_directory(f"{dc}/{dk}",
-                                          match_condition=MatchConditions.IfMissing)
-        except ResourceExistsError:
-            raise PathExistsError(f"rename destination exists: {dst}", dst) from None
-        except ResourceNotFoundError as e:
-            if _error_code(e) == "RenameDestinationParentPathNotFound":
-                raise PathNotFoundError(f"rename destination's directory not found: {dst}",
-                                        dst) from None
-            raise PathNotFoundError(f"rename source not found: {src}", src) from None
+        await _datalake_rename(client.rename_directory(
+            f"{dc}/{dk}", match_condition=MatchConditions.IfMissing), src, dst)
         await self._gate_after("rename_file")
 
     async def _namespace(self) -> bool:
@@ -556,16 +564,7 @@ class AzureStore(AsyncStore):
             fc = dls.get_file_client(sc, quote(sk))
             kwargs: dict[str, Any] = {} if replace else {
                 "match_condition": MatchConditions.IfMissing}
-            try:
-                await fc.rename_file(f"{dc}/{dk}", **kwargs)
-            except ResourceExistsError:
-                raise PathExistsError(f"rename destination exists: {dst}", dst) from None
-            except ResourceNotFoundError as e:
-                if _error_code(e) == "RenameDestinationParentPathNotFound":
-                    # a namespace has real directories: the managed store creates it, retries
-                    raise PathNotFoundError(f"rename destination's directory not found: {dst}",
-                                            dst) from None
-                raise PathNotFoundError(f"rename source not found: {src}", src) from None
+            await _datalake_rename(fc.rename_file(f"{dc}/{dk}", **kwargs), src, dst)
             await self._gate_after("rename_file")
             return
         svc = await self._blob_service()
