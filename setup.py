@@ -32,7 +32,7 @@ class BuildPyWithJars(build_py):
 
 
 # Both optional: a machine without a compiler installs fine and runs the same code in Python.
-# The local-disk rename and rmdir loops without the GIL (committer/store/_native.c; Linux calls,
+# The local-disk loops (rename, rmdir, stat, count) without the GIL (committer/store/_native.c; Linux calls,
 # else the ctypes loop).
 native = Extension("committer.store._native", ["committer/store/_native.c"], optional=True,
                    extra_compile_args=["-O2"])

@@ -146,6 +146,16 @@ def report_path(directory: str, job_id: str) -> str:
     return join(directory, f"{REPORT_PREFIX}{job_id}.json")
 
 
+def checksum_side_file(name: str) -> str:
+    """The checksum file Hadoop's local filesystem writes beside file ``name`` (a task's
+    writer leaves one per file; it is not output, and readers through Hadoop never list it)."""
+    return f".{name}.crc"
+
+
+def is_checksum_side_file(name: str) -> bool:
+    return name.startswith(".") and name.endswith(".crc")
+
+
 def is_committer_dir(dest: str, path: str) -> bool:
     """True for the committer's own directories in ``dest`` (and what lies below them), which
     an overwrite never replaces."""

@@ -12,7 +12,7 @@ Paths are *locations*: absolute OS paths on local disk, ``scheme://...`` URLs el
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -141,6 +141,36 @@ class Store(ABC):
         """The names of ``path``'s immediate children (no status needed); ``PathNotFoundError``
         if it is absent."""
         return [st.path.rstrip("/").rpartition("/")[2] for st in self.list_dir(path)]
+
+    def count_children(self, path: str) -> int:
+        """How many immediate children ``path`` has; ``PathNotFoundError`` if it is absent."""
+        return len(self.list_names(path))
+
+    def directory_holds(self, path: str, files: Mapping[str, int | None],
+                        side_file: Callable[[str], str] | None = None) -> int | None:
+        """How many children ``path`` has, when they are exactly the regular files ``files``
+        (``name -> size``; ``None``: any size) and, for any of them, at most its
+        ``side_file(name)``, a regular file too; ``None`` when anything else is there, a file
+        is missing or of another size, or ``path`` is absent. Default: one listing."""
+        from committer.errors import PathNotFoundError
+
+        try:
+            found = {f.path.rstrip("/").rpartition("/")[2]: f for f in self.list_dir(path)}
+        except PathNotFoundError:
+            return None
+        for name, size in files.items():
+            f = found.get(name)
+            if f is None or f.is_dir or (size is not None and f.size != size):
+                return None
+        if len(found) == len(files):
+            return len(found)
+        if side_file is None:
+            return None
+        sides = {side_file(name) for name in files} - files.keys()
+        extra = found.keys() - files.keys()
+        if not extra <= sides or any(found[name].is_dir for name in extra):
+            return None
+        return len(found)
 
     def identity(self, status: FileStatus) -> str | None:
         """What a task should record (the manifest's ``e`` field) so that job commit can later

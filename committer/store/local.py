@@ -21,7 +21,7 @@ import stat as statmod
 import sys
 import threading
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from io import FileIO
 from typing import Any, BinaryIO, Literal
 
@@ -74,6 +74,32 @@ def _rename_loop(sfd: int, srcs: list[bytes], dfds: list[int],
         if fn(sfd, s, dfd, d, noreplace) != 0:
             return i, ctypes.get_errno()
     return len(srcs), 0
+
+
+def _count_entries(fd: int) -> int:
+    """How many children the open directory ``fd`` has."""
+    if _native is not None:
+        return _native.count_entries(fd)
+    own = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=fd)  # fd: O_PATH
+    try:
+        return len(os.listdir(own))
+    finally:
+        os.close(own)
+
+
+def _regular_files(fd: int, names: list[str], sizes: list[int]) -> int:
+    """How many of ``names`` (in the open directory ``fd``, links not followed) are regular
+    files of the matching size (negative: any)."""
+    if _native is not None:
+        return _native.regular_files(fd, names, sizes)
+    found = 0
+    for name, size in zip(names, sizes, strict=True):
+        try:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except OSError:
+            continue
+        found += statmod.S_ISREG(st.st_mode) and (size < 0 or st.st_size == size)
+    return found
 
 
 def _rmdir_each(fd: int | None, paths: list[str] | list[bytes]) -> int:
@@ -314,6 +340,43 @@ class LocalStore(Store):
             return os.listdir(p)
         except OSError as e:
             raise translate(e, p) from None
+
+    def count_children(self, path: str) -> int:
+        p = local_path(path)
+        fd = _open_directory(self.beneath, p)
+        try:
+            return _count_entries(fd)
+        except OSError as e:
+            raise translate(e, p) from None
+        finally:
+            os.close(fd)
+
+    def directory_holds(self, path: str, files: Mapping[str, int | None],
+                        side_file: Callable[[str], str] | None = None) -> int | None:
+        # By name relative to the directory, opened beneath the root without links, and one
+        # stat per file in C without the GIL where it was built: a listing of FileStatus
+        # objects costs more than the per-file renames the directory fast path saves.
+        try:
+            fd = _open_directory(self.beneath, local_path(path))
+        except StoreError:
+            return None
+        try:
+            count = _count_entries(fd)
+            names = list(files)
+            sizes = [-1 if s is None else s for s in files.values()]
+            if count < len(names) or _regular_files(fd, names, sizes) != len(names):
+                return None
+            if count == len(names):
+                return count
+            if side_file is None:
+                return None
+            sides = [s for s in map(side_file, names) if s not in files]
+            return count if count == len(names) + _regular_files(
+                fd, sides, [-1] * len(sides)) else None
+        except (OSError, ValueError):
+            return None
+        finally:
+            os.close(fd)
 
     def walk_files(self, root: str) -> Iterator[FileStatus]:
         # Same as the generic walk, minus the intermediate lists: task scans are hot.

@@ -14,7 +14,7 @@ Renames get the two recoveries Hadoop learned the hard way:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import BinaryIO, TypeVar
 
 from tenacity import (
@@ -177,6 +177,15 @@ class ManagedStore:
 
     def list_names(self, path: str) -> list[str]:
         return self.call(st.OP_LIST_STATUS, lambda: self.backend.list_names(path))
+
+    def count_children(self, path: str) -> int:
+        return self.call(st.OP_LIST_STATUS, lambda: self.backend.count_children(path))
+
+    def directory_holds(self, path: str, files: Mapping[str, int | None],
+                        side_file: Callable[[str], str] | None = None) -> int | None:
+        """``Store.directory_holds``: counted as one listing."""
+        return self.call(st.OP_LIST_STATUS,
+                         lambda: self.backend.directory_holds(path, files, side_file))
 
     def walk_files(self, root: str) -> Iterator[FileStatus]:
         if self.backend.flat_walk:

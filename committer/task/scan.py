@@ -17,14 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from committer.errors import ConfigError
-from committer.layout import CUSTOM_LOCATIONS_DIR
+from committer.layout import CUSTOM_LOCATIONS_DIR, is_checksum_side_file
 from committer.store.managed import ManagedStore
 from manifest_schema import DirEntry, DirStatus, FileEntry
 from manifest_schema.uris import location_to_uri
-
-
-def is_checksum_file(name: str) -> bool:
-    return name.startswith(".") and name.endswith(".crc")
 
 
 @dataclass(frozen=True)
@@ -53,7 +49,7 @@ def scan_task_directory(
         else:
             target = f"{dest}/{rel}"
             parents = parts[:-1]
-        if is_checksum_file(parts[-1]):
+        if is_checksum_side_file(parts[-1]):
             continue
         # identity(): the etag where renames keep it, else the content checksum a copy keeps,
         # so job commit (and its resume and rollback) can prove a destination is this file.

@@ -2,8 +2,9 @@
 
 The journal records, before anything moves, every directory the commit may move with one
 rename (``Journal.directory_moves``). Rolling back, such a directory whose source is gone and
-whose destination holds exactly the task's files for it, each provably the renamed file (its
-recorded identity and size, as the per-file rollback requires), is renamed back in one call.
+whose destination holds exactly the task's files for it (and their checksum side files, which
+moved with them), each provably the renamed file (its recorded identity and size, as the
+per-file rollback requires), is renamed back in one call.
 Anything else (the source still there, a file missing or unproven, something extra) is left to
 the per-file rollback, which moves back whatever it can prove and names the rest.
 """
@@ -15,7 +16,7 @@ from collections.abc import Iterable
 from committer.errors import StoreError
 from committer.job.stages.context import StageContext
 from committer.job.stages.plan import Chunk, RenameEntry
-from committer.layout import basename
+from committer.layout import basename, checksum_side_file
 from committer.store.managed import ManagedStore
 from manifest_schema.journal import DirectoryMove
 
@@ -43,6 +44,9 @@ def _provably_ours(store: ManagedStore, move: DirectoryMove,
         listing = {basename(f.path): f for f in store.list_dir(move.dest)}
     except StoreError:
         return False
+    sides = {checksum_side_file(basename(e[1])) for e in entries}
+    if any(name in sides and not f.is_dir for name, f in listing.items()):
+        listing = {name: f for name, f in listing.items() if name not in sides}  # move with them
     if len(listing) != len(entries):
         return False
     for src, dst, size, etag in entries:

@@ -10,11 +10,16 @@ Which directories qualify is decided in two steps: :func:`directory_candidates` 
 (who writes where), then the commit transaction keeps those absent at the destination and
 records them in the journal before anything moves. :func:`move_task_directories` then proves,
 just before each move, that the source directory holds exactly the manifest's files for ``D``
-(names and sizes, nothing else); anything else there, a destination that appeared meanwhile, or
-a failed rename leaves that directory to the ordinary per-file renames. After the move the
-destination's names are checked once more: a file that arrived between the check and the
-rename goes back to the task directory (it is not the task's committed output), and a file
-that vanished fails the commit, as its per-file rename would have.
+(names and sizes; besides them only their checksum side files, which Hadoop's local filesystem
+writes beside each file and which move with it, as with FileOutputCommitter); anything else
+there, a destination that appeared meanwhile, or a failed rename leaves that directory to the
+ordinary per-file renames. After the move the destination's entries are counted once more, and
+named when the count differs: a file that arrived between the check and the rename goes back to
+the task directory (it is not the task's committed output), and a file that vanished fails the
+commit, as its per-file rename would have.
+
+The checks are one stat per file and one count per directory (in C on local disk): a Python
+listing of each directory cost more than the per-file renames it saves.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from committer import statistics as st
 from committer.errors import PathNotFoundError, StoreError
 from committer.job.stages.plan import JobPlan, RenameEntry
-from committer.layout import JobLayout, basename, is_committer_dir, join
+from committer.layout import JobLayout, checksum_side_file, is_committer_dir, join
 from committer.statistics import Tally
 from committer.store.managed import ManagedStore
 from manifest_schema.journal import DirectoryMove
@@ -67,20 +72,27 @@ def _expected(move: DirectoryMove, entries: Iterable[RenameEntry]) -> dict[str, 
     return out
 
 
-def _holds_exactly(store: ManagedStore, directory: str, expected: Mapping[str, int]) -> bool:
-    """The directory's listing is exactly the expected files, with the expected sizes."""
+def _holds_exactly(store: ManagedStore, directory: str, expected: Mapping[str, int]) -> int | None:
+    """How many children ``directory`` has, when they are exactly the expected files with the
+    expected sizes and, beside any of them, its checksum side file (Hadoop's local filesystem
+    leaves one per file a Spark task writes; it moves with its file, as FileOutputCommitter
+    moves it, and nothing lists it). ``None``: anything else."""
     try:
-        listing = store.list_dir(directory)
+        return store.directory_holds(directory, expected, checksum_side_file)
     except StoreError:
-        return False
-    if len(listing) != len(expected):
-        return False
-    return all(not f.is_dir and expected.get(basename(f.path)) == f.size for f in listing)
+        return None
 
 
-def _after_move(store: ManagedStore, move: DirectoryMove, expected: Mapping[str, int]) -> None:
-    """The names now in ``move.dest`` must be the expected ones: a late arrival goes back into
-    the task's directory; a missing file fails the commit, naming it."""
+def _after_move(store: ManagedStore, move: DirectoryMove, expected: Mapping[str, int],
+                children: int) -> None:
+    """``move.dest`` must now hold what the source held when it was checked (``children``
+    entries: the expected files and their checksum side files): a late arrival goes back into
+    the task's directory; a missing file fails the commit, naming it. Counted first: a writer
+    that is late only adds, and the names and sizes were proven just before the rename (one
+    that could swap a file for another between the two could as well rewrite a file's bytes,
+    which no check here or in the per-file renames sees)."""
+    if store.count_children(move.dest) == children:
+        return
     names = store.list_names(move.dest)
     missing = expected.keys() - set(names)
     if missing:
@@ -88,7 +100,8 @@ def _after_move(store: ManagedStore, move: DirectoryMove, expected: Mapping[str,
         raise PathNotFoundError(f"{join(move.source, first)} vanished while its directory "
                                 f"was moved to {move.dest} ({len(missing)} file(s) missing)",
                                 join(move.dest, first))
-    extra = [n for n in names if n not in expected]
+    sides = {checksum_side_file(n) for n in expected}
+    extra = [n for n in names if n not in expected and n not in sides]
     if extra:
         store.mkdirs(move.source)
         for name in extra:
@@ -114,7 +127,8 @@ def move_task_directories(store: ManagedStore, moves: Sequence[DirectoryMove],
     for move in moves:
         mine = by_dir[move.dest]
         expected = _expected(move, mine) if mine else None
-        if expected is None or not _holds_exactly(store, move.source, expected):
+        children = None if expected is None else _holds_exactly(store, move.source, expected)
+        if expected is None or children is None:
             tally.incr(st.COMMITTER_DIRECTORY_MOVE_FALLBACKS)
             continue
         try:
@@ -124,7 +138,7 @@ def move_task_directories(store: ManagedStore, moves: Sequence[DirectoryMove],
             # moved it: per-file recovery proves each file), or the store refused: per file.
             tally.incr(st.COMMITTER_DIRECTORY_MOVE_FALLBACKS)
             continue
-        _after_move(store, move, expected)
+        _after_move(store, move, expected, children)
         moved.add(move.dest)
         tally.incr(st.COMMITTER_FILES_IN_MOVED_DIRECTORIES, len(mine))
     store.stats.merge(tally)

@@ -133,6 +133,39 @@ def test_a_subdirectory_the_manifest_does_not_list_falls_back(tmp_path: Path) ->
     assert summary.iostatistics.counters[st.COMMITTER_DIRECTORY_MOVE_FALLBACKS] == 1
 
 
+def _with_checksum_files(dest: Path, tasks: dict[int, dict[str, bytes]]) -> None:
+    """Hadoop's local filesystem leaves ``.<name>.crc`` beside each file a Spark task writes."""
+    for t, files in tasks.items():
+        for rel in files:
+            d, _, name = rel.rpartition("/")
+            (_attempt_dir(dest, t) / d / f".{name}.crc").write_bytes(b"crc of " + name.encode())
+
+
+def test_checksum_side_files_move_with_their_directory(tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    job, committed = _job(dest, OWN)
+    _with_checksum_files(dest, OWN)
+    summary = job.commit(committed)
+    assert visible_files(dest) == _all_files(OWN)
+    c = summary.iostatistics.counters
+    assert c[st.OP_RENAME_DIRECTORY] == 4 and c.get(st.COMMITTER_DIRECTORY_MOVE_FALLBACKS, 0) == 0
+    assert summary.metrics[st.COMMITTER_FILES_COMMITTED] == 12  # side files are not output
+    assert sorted(os.listdir(dest / "p=1")) == sorted(
+        [n for rel in OWN[1] for n in (rel[4:], f".{rel[4:]}.crc")])
+
+
+def test_a_checksum_file_of_no_listed_file_falls_back(tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    job, committed = _job(dest, OWN)
+    _with_checksum_files(dest, OWN)
+    (_attempt_dir(dest, 3) / "p=3" / ".unlisted.csv.crc").write_bytes(b"stray")
+    summary = job.commit(committed)
+    assert visible_files(dest) == _all_files(OWN)
+    c = summary.iostatistics.counters
+    assert c[st.OP_RENAME_DIRECTORY] == 3 and c[st.COMMITTER_DIRECTORY_MOVE_FALLBACKS] == 1
+    assert sorted(os.listdir(dest / "p=3")) == sorted(rel[4:] for rel in OWN[3])
+
+
 class _Racing(LocalStore):
     """Does something just before each directory rename: creates the destination, or drops a
     late file into the source (after the commit's check of the source)."""
@@ -233,6 +266,23 @@ def test_rollback_moves_directories_back_whole(tmp_path: Path) -> None:
         assert sorted(os.listdir(_attempt_dir(dest, t) / f"p={t}")) == \
             sorted(rel.rpartition("/")[2] for rel in files)
     assert not any(rel.startswith("p=") for rel in tree(dest))
+
+
+def test_rollback_moves_checksum_side_files_back_with_their_directory(tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    cfg = fast_config(io_threads=1, abort_rollback=False)
+    job, committed = _job(dest, MIXED, io_threads=1)
+    _with_checksum_files(dest, OWN)
+    job = JobCommitter(str(dest), JOB_ID, config=cfg,
+                       store=open_store(str(dest), cfg, backend=_FailAfterMoves()))
+    with pytest.raises(CommitFailedError):
+        job.commit(committed)
+    assert (dest / "p=0" / ".part-0-0.csv.crc").exists()  # moved whole, side files too
+    report = rollback(str(dest), JOB_ID, config=fast_config(), cleanup=False)
+    assert report.files_restored == 12
+    assert not any(rel.startswith("p=") for rel in tree(dest))
+    assert sorted(os.listdir(_attempt_dir(dest, 0) / "p=0")) == sorted(
+        [n for rel in OWN[0] for n in (rel[4:], f".{rel[4:]}.crc")])
 
 
 def test_resume_after_directory_moves_completes_the_commit(tmp_path: Path) -> None:

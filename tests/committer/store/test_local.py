@@ -342,6 +342,17 @@ def test_native_loops_refuse_what_they_cannot_pass_to_the_kernel(tmp_path: Path)
         assert native.rename_into([good], 0, 1, fd, cut, [-1], 1) == (0, -1)
         assert (tmp_path / "a").exists()
         assert native.rmdir_paths(fd, [], 0) == 0
+        with pytest.raises(ValueError, match="NUL"):
+            native.regular_files(fd, ["a", "b\0"], [0, 0])
+        with pytest.raises(ValueError, match="one size"):
+            native.regular_files(fd, ["a"], [])
+        assert native.regular_files(fd, ["a", "a"], [1, 2]) == 1
+        with pytest.raises(NotADirectoryError):
+            file_fd = os.open(tmp_path / "a", os.O_PATH)
+            try:
+                native.count_entries(file_fd)
+            finally:
+                os.close(file_fd)
     finally:
         os.close(fd)
 
@@ -398,3 +409,58 @@ def test_reads_wait_on_network_filesystems_only(store: LocalStore, tmp_path: Pat
                         ("fuse.sshfs", True), (None, True)):
         monkeypatch.setattr(local, "filesystem_type", lambda path, kind=kind: kind)
         assert store.reads_wait(str(tmp_path)) is waits, kind
+
+
+def _side(name: str) -> str:
+    return f".{name}.crc"
+
+
+def test_directory_holds_exactly_the_named_files(store: LocalStore, tmp_path: Path) -> None:
+    d = tmp_path / "p=1"
+    d.mkdir()
+    for name, data in {"a": b"aa", "naïve": b"n", "c": b""}.items():
+        (d / name).write_bytes(data)
+    want: dict[str, int | None] = {"a": 2, "naïve": 1, "c": 0}
+    assert store.directory_holds(str(d), want) == 3
+    assert store.directory_holds(str(d), {**want, "a": None}) == 3  # any size
+    assert store.directory_holds(str(d), {**want, "a": 3}) is None  # another size
+    assert store.directory_holds(str(d), {"a": 2, "c": 0}) is None  # one more than named
+    assert store.directory_holds(str(d), {**want, "gone": 0}) is None  # one missing
+    assert store.directory_holds(str(tmp_path / "absent"), want) is None
+    assert store.count_children(str(d)) == 3
+    with pytest.raises(PathNotFoundError):
+        store.count_children(str(tmp_path / "absent"))
+
+
+def test_directory_holds_side_files_only_of_named_files(store: LocalStore, tmp_path: Path) -> None:
+    d = tmp_path / "p=1"
+    d.mkdir()
+    for name in ("a", "b", _side("a")):
+        (d / name).write_bytes(b"x")
+    want: dict[str, int | None] = {"a": 1, "b": 1}
+    assert store.directory_holds(str(d), want) is None  # side files not allowed
+    assert store.directory_holds(str(d), want, _side) == 3
+    (d / _side("stray")).write_bytes(b"x")  # the side file of no named file
+    assert store.directory_holds(str(d), want, _side) is None
+    (d / _side("stray")).unlink()
+    (d / _side("b")).mkdir()  # a directory with a side file's name
+    assert store.directory_holds(str(d), want, _side) is None
+
+
+def test_directory_holds_no_link_or_directory_in_place_of_a_file(
+        store: LocalStore, tmp_path: Path) -> None:
+    d = tmp_path / "p=1"
+    d.mkdir()
+    (tmp_path / "elsewhere").write_bytes(b"x")
+    (d / "a").symlink_to(tmp_path / "elsewhere")
+    (d / "b").mkdir()
+    assert store.directory_holds(str(d), {"a": 1}) is None
+    assert store.directory_holds(str(d), {"b": None}) is None
+    (d / "b").rmdir()
+    (d / "a").unlink()
+    (tmp_path / "link").symlink_to(d)
+    (d / "a").write_bytes(b"x")
+    # a link as the directory itself is not followed below a store's root
+    beneath = LocalStore(str(tmp_path))
+    assert beneath.directory_holds(str(tmp_path / "p=1"), {"a": 1}) == 1
+    assert beneath.directory_holds(str(tmp_path / "link"), {"a": 1}) is None
