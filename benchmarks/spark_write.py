@@ -1,6 +1,19 @@
-"""The same partitioned PySpark write through three committers, in one run, on local disk.
+"""The same partitioned PySpark writes through three committers, in one run, on local disk.
 
     python -m benchmarks.spark_write [--rows N] [--partitions P] [--tasks T] [--repeats R]
+        [--layouts standard,repartition] [--files-per-partition F]
+
+Layouts:
+
+- ``standard``: ``df.write.partitionBy("part")`` of a frame spread over ``T`` tasks, so every
+  task writes a file into most of the ``P`` partitions;
+- ``repartition``: ``df.repartition(P, "part").write.partitionBy("part")`` with
+  ``maxRecordsPerFile`` set so each partition holds about ``F`` files: each partition is
+  written by one task alone, and is new at the destination (the layout the directory fast path
+  commits with one rename per partition, as FileOutputCommitter v1 does). Spark's default and
+  ours only.
+
+Committers:
 
 1. ``spark-default``: Spark's ``SQLHadoopMapReduceCommitProtocol`` with FileOutputCommitter v1.
 2. ``hadoop-manifest``: Hadoop's own ``ManifestCommitter`` job commit (from pyspark's
@@ -9,10 +22,12 @@
    commit is Hadoop's ``commitJob`` on those manifests.
 3. ``ours``: this project's shim and Python job engine (in-process).
 
-Reported per committer (median of the repeats, interleaved): end-to-end write seconds, job
-commit seconds, and job-commit files per second. For Spark's and ours the job commit time is
-Spark's own ``job commit time`` SQL metric (everything inside ``commitJob``, including the Py4J
-round trip); for Hadoop's it is the wall time of its ``commitJob``.
+Reported per layout and committer (median of the repeats; the committers' order rotates from
+one repeat to the next): end-to-end write seconds, job commit seconds, and job-commit files per
+second, and ours against Spark's default end to end, within each repeat. For Spark's and ours
+the job commit time is Spark's own ``job commit time`` SQL metric (everything inside
+``commitJob``, including the Py4J round trip); for Hadoop's it is the wall time of its
+``commitJob``.
 """
 
 from __future__ import annotations
@@ -32,6 +47,7 @@ from committer.spark.bridge import PythonJobCommitEngine, register
 
 DEFAULT_PROTOCOL = "org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol"
 COMMITTERS = ("spark-default", "hadoop-manifest", "ours")
+LAYOUTS = {"standard": COMMITTERS, "repartition": ("spark-default", "ours")}
 
 
 class _DeferredCommit(PythonJobCommitEngine):
@@ -93,9 +109,51 @@ def _count_files(dest: Path) -> int:
     )
 
 
-def run(rows: int, partitions: int, tasks: int, repeats: int, work: Path) -> dict[str, Any]:
+def _frame(spark: Any, layout: str, rows: int, partitions: int, tasks: int) -> Any:
+    df = spark.range(0, rows, numPartitions=tasks).selectExpr(
+        "id", f"CAST(id % {partitions} AS INT) AS part", "CAST(id * 31 AS STRING) AS payload"
+    )
+    return df.repartition(partitions, "part") if layout == "repartition" else df
+
+
+def _write(df: Any, layout: str, dest: Path, records_per_file: int) -> None:
+    writer = df.write.partitionBy("part")
+    if layout == "repartition":
+        writer = writer.option("maxRecordsPerFile", records_per_file)
+    writer.parquet(str(dest))
+
+
+def _trial(spark: Any, committer: str, df: Any, layout: str, dest: Path,
+           records_per_file: int) -> dict[str, float]:
+    deferred: _DeferredCommit | None = None
+    if committer == "spark-default":
+        spark.conf.set("spark.sql.sources.commitProtocolClass", DEFAULT_PROTOCOL)
+    else:
+        spark.conf.set("spark.sql.sources.commitProtocolClass", PROTOCOL_CLASS)
+    if committer == "hadoop-manifest":
+        deferred = _DeferredCommit()
+        register(spark, deferred)
+    started = time.perf_counter()
+    _write(df, layout, dest, records_per_file)
+    write_seconds = time.perf_counter() - started
+    if deferred is not None:
+        register(spark)
+        commit_seconds = _hadoop_commit(spark, dest, deferred.job_ids[-1])
+        total = write_seconds + commit_seconds
+    else:
+        commit_seconds = _job_commit_metric_seconds(spark)
+        total = write_seconds
+    files = _count_files(dest)
+    shutil.rmtree(dest, ignore_errors=True)
+    return {"total_s": total, "job_commit_s": commit_seconds, "files": files,
+            "files_per_s": files / commit_seconds if commit_seconds else float("inf")}
+
+
+def run(rows: int, partitions: int, tasks: int, repeats: int, work: Path,
+        layouts: list[str] | None = None, files_per_partition: int = 20) -> dict[str, Any]:
     from pyspark.sql import SparkSession
 
+    layouts = layouts or list(LAYOUTS)
     builder = (
         SparkSession.builder.master(f"local[{min(tasks, 8)}]")
         .appName("manifest-committer-benchmark")
@@ -104,75 +162,71 @@ def run(rows: int, partitions: int, tasks: int, repeats: int, work: Path) -> dic
     )
     spark = configure(builder).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    df = spark.range(0, rows, numPartitions=tasks).selectExpr(
-        "id", f"CAST(id % {partitions} AS INT) AS part", "CAST(id * 31 AS STRING) AS payload"
-    )
-    df.write.mode("overwrite").parquet(str(work / "warmup"))  # JIT, class loading, caches
-    results: dict[str, list[dict[str, float]]] = {c: [] for c in COMMITTERS}
+    records_per_file = max(1, rows // partitions // files_per_partition)
+    out: dict[str, Any] = {}
     try:
-        for rep in range(repeats):
-            for committer in COMMITTERS:
-                dest = work / f"{committer}-{rep}"
-                deferred: _DeferredCommit | None = None
-                if committer == "spark-default":
-                    spark.conf.set("spark.sql.sources.commitProtocolClass", DEFAULT_PROTOCOL)
-                else:
-                    spark.conf.set("spark.sql.sources.commitProtocolClass", PROTOCOL_CLASS)
-                if committer == "hadoop-manifest":
-                    deferred = _DeferredCommit()
-                    register(spark, deferred)
-                started = time.perf_counter()
-                df.write.partitionBy("part").parquet(str(dest))
-                write_seconds = time.perf_counter() - started
-                if deferred is not None:
-                    register(spark)
-                    commit_seconds = _hadoop_commit(spark, dest, deferred.job_ids[-1])
-                    total = write_seconds + commit_seconds
-                else:
-                    commit_seconds = _job_commit_metric_seconds(spark)
-                    total = write_seconds
-                files = _count_files(dest)
-                results[committer].append({
-                    "total_s": total, "job_commit_s": commit_seconds, "files": files,
-                    "files_per_s": files / commit_seconds if commit_seconds else float("inf"),
-                })
-                shutil.rmtree(dest, ignore_errors=True)
+        for layout in layouts:
+            df = _frame(spark, layout, rows, partitions, tasks)
+            committers = LAYOUTS[layout]
+            for committer in committers:  # JIT, class loading, caches: one untimed write each
+                _trial(spark, committer, df, layout, work / f"warmup-{layout}-{committer}",
+                       records_per_file)
+            results: dict[str, list[dict[str, float]]] = {c: [] for c in committers}
+            ratios = []
+            for rep in range(repeats):
+                order = committers[rep % len(committers):] + committers[:rep % len(committers)]
+                for committer in order:
+                    results[committer].append(_trial(
+                        spark, committer, df, layout, work / f"{layout}-{committer}-{rep}",
+                        records_per_file))
+                ratios.append(results["ours"][-1]["total_s"]
+                              / results["spark-default"][-1]["total_s"])
+            out[layout] = {
+                "committers": list(committers),
+                "runs": results,
+                "median": {c: {key: statistics.median(r[key] for r in runs)
+                               for key in ("total_s", "job_commit_s", "files", "files_per_s")}
+                           for c, runs in results.items()},
+                "ours_vs_default_total": ratios,
+            }
     finally:
         spark.conf.set("spark.sql.sources.commitProtocolClass", PROTOCOL_CLASS)
         spark.stop()
-    summary = {
-        c: {
-            key: statistics.median(r[key] for r in runs)
-            for key in ("total_s", "job_commit_s", "files", "files_per_s")
-        }
-        for c, runs in results.items()
-    }
     return {
-        "params": {"rows": rows, "partitions": partitions, "tasks": tasks, "repeats": repeats},
-        "runs": results,
-        "median": summary,
+        "params": {"rows": rows, "partitions": partitions, "tasks": tasks, "repeats": repeats,
+                   "files_per_partition": files_per_partition, "layouts": layouts},
+        "layouts": out,
     }
 
 
 def report(result: dict[str, Any]) -> str:
-    med = result["median"]
     p = result["params"]
-    lines = [
-        f"Partitioned parquet write, {p['rows']:,} rows, {p['partitions']} partitions, "
-        f"{p['tasks']} tasks (~{med['ours']['files']:.0f} files), median of {p['repeats']}:",
-        "",
-        "| committer | end to end (s) | job commit (s) | job commit files/s |",
-        "|---|---:|---:|---:|",
-    ]
-    for committer in COMMITTERS:
-        m = med[committer]
-        lines.append(
-            f"| {committer} | {m['total_s']:.2f} | {m['job_commit_s']:.3f} | "
-            f"{m['files_per_s']:,.0f} |"
-        )
-    ratio = med["ours"]["files_per_s"] / med["hadoop-manifest"]["files_per_s"]
-    lines += ["", f"ours / hadoop-manifest job commit files/s: {ratio:.2f}x"]
-    return "\n".join(lines)
+    lines = []
+    for layout, res in result["layouts"].items():
+        med = res["median"]
+        shape = (f"{p['tasks']} tasks" if layout == "standard" else
+                 f"repartition({p['partitions']}, part), ~{p['files_per_partition']} files "
+                 f"per partition")
+        lines += [
+            f"**{layout}**: partitioned parquet write, {p['rows']:,} rows, "
+            f"{p['partitions']} partitions, {shape} (~{med['ours']['files']:.0f} files), "
+            f"median of {p['repeats']}, order rotated:",
+            "",
+            "| committer | end to end (s) | job commit (s) | job commit files/s |",
+            "|---|---:|---:|---:|",
+        ]
+        for committer in res["committers"]:
+            m = med[committer]
+            lines.append(f"| {committer} | {m['total_s']:.2f} | {m['job_commit_s']:.3f} | "
+                         f"{m['files_per_s']:,.0f} |")
+        r = res["ours_vs_default_total"]
+        lines += ["", f"ours / spark-default end to end, per repeat: median "
+                      f"{statistics.median(r):.2f} (min {min(r):.2f}, max {max(r):.2f})"]
+        if "hadoop-manifest" in med:
+            ratio = med["ours"]["files_per_s"] / med["hadoop-manifest"]["files_per_s"]
+            lines.append(f"ours / hadoop-manifest job commit files/s: {ratio:.2f}x")
+        lines.append("")
+    return "\n".join(lines).rstrip()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,11 +234,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=400_000)
     parser.add_argument("--partitions", type=int, default=200)
     parser.add_argument("--tasks", type=int, default=16)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--layouts", default=",".join(LAYOUTS),
+                        help="comma-separated, of: " + ", ".join(LAYOUTS))
+    parser.add_argument("--files-per-partition", type=int, default=20,
+                        help="repartition layout: files per partition (maxRecordsPerFile)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     args = parser.parse_args(argv)
+    layouts = [x.strip() for x in args.layouts.split(",") if x.strip()]
+    unknown = set(layouts) - LAYOUTS.keys()
+    if unknown:
+        parser.error(f"unknown layouts: {', '.join(sorted(unknown))}")
     with tempfile.TemporaryDirectory(prefix="spark-write-bench-") as tmp:
-        result = run(args.rows, args.partitions, args.tasks, args.repeats, Path(tmp))
+        result = run(args.rows, args.partitions, args.tasks, args.repeats, Path(tmp), layouts,
+                     args.files_per_partition)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "spark_write.json").write_text(json.dumps(result, indent=2) + "\n")
     text = report(result)

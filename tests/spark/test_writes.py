@@ -39,6 +39,33 @@ def test_formats_match_default_committer(spark: Any, spark_work_dir: Path, fmt: 
     assert not list(ours.rglob("*.crc")), "checksum side files must not be output"
 
 
+def test_repartition_layout_moves_each_partition_whole(spark: Any, spark_work_dir: Path) -> None:
+    # repartition(col): each partition is written by one task alone, and is new at the
+    # destination, so job commit moves each with one directory rename (its files' checksum
+    # side files move with them, as under Spark's default committer).
+    ours = spark_work_dir / "repartition" / "ours"
+    theirs = spark_work_dir / "repartition" / "theirs"
+    df = _frame(spark, 0, 400, parts=4).repartition(4, "p")
+
+    def write(dest: Path) -> None:
+        df.write.option("maxRecordsPerFile", 20).partitionBy("p").parquet(str(dest))
+
+    write(ours)
+    with default_committer(spark):
+        write(theirs)
+    assert rows(spark, "parquet", ours) == rows(spark, "parquet", theirs)
+    doc = assert_ours(ours)
+    files = data_files(ours)
+    assert len(files) == len(data_files(theirs)) == 20  # 100 rows per partition, 20 per file
+    counters = doc["iostatistics"]["counters"]
+    assert counters["op_rename_directory"] == 4
+    assert counters.get("committer_directory_move_fallbacks", 0) == 0
+    assert counters["committer_files_in_moved_directories"] == doc["metrics"][
+        "committer_files_committed"] == 20
+    side = sorted(p.relative_to(ours).as_posix() for p in ours.rglob(".*.crc"))
+    assert side == sorted(f"{d}/.{n}.crc" for d, _, n in (f.rpartition("/") for f in files))
+
+
 def test_append_and_static_overwrite(spark: Any, spark_work_dir: Path) -> None:
     dest = spark_work_dir / "modes"
     _frame(spark, 0, 50).write.partitionBy("p").parquet(str(dest))

@@ -25,12 +25,14 @@ listing of each directory cost more than the per-file renames it saves.
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Executor, Future
 
 from committer import statistics as st
 from committer.errors import PathNotFoundError, StoreError
 from committer.job.stages.plan import JobPlan, RenameEntry
-from committer.layout import JobLayout, checksum_side_file, is_committer_dir, join
+from committer.layout import JobLayout, basename, checksum_side_file, is_committer_dir, join
 from committer.statistics import Tally
 from committer.store.managed import ManagedStore
 from manifest_schema.journal import DirectoryMove
@@ -54,9 +56,83 @@ def directory_candidates(plan: JobPlan, layout: JobLayout) -> list[DirectoryMove
         below = bisect_right(wanted, d + "/")
         if below < len(wanted) and wanted[below].startswith(d + "/"):
             continue  # something planned below it: not a leaf
-        source = layout.task_attempt_dir(attempts[task_id]) + d[len(dest):]
-        out.append(DirectoryMove(task_id, source, d))
+        out.append(DirectoryMove(task_id, _mirror(layout, attempts[task_id], d), d))
     return out
+
+
+def _mirror(layout: JobLayout, task_attempt_id: str, directory: str) -> str:
+    """The task attempt's directory whose files go to ``directory`` of the destination."""
+    return layout.task_attempt_dir(task_attempt_id) + directory[len(layout.dest):]
+
+
+def _by_directory(entries: Iterable[RenameEntry], directories: Iterable[str]
+                  ) -> dict[str, list[RenameEntry]]:
+    """The entries whose destination lies directly in each of ``directories``."""
+    out: dict[str, list[RenameEntry]] = {d: [] for d in directories}
+    for e in entries:
+        bucket = out.get(e[1].rpartition("/")[0])
+        if bucket is not None:
+            bucket.append(e)
+    return out
+
+
+def _prove(store: ManagedStore, source: str, dest: str, mine: list[RenameEntry]) -> int | None:
+    """How many children ``source`` holds, when it is the exact mirror of ``mine`` (the entries
+    for ``dest``); else ``None``."""
+    expected = _expected(DirectoryMove("", source, dest), mine) if mine else None
+    return None if expected is None else _holds_exactly(store, source, expected)
+
+
+class EarlyProofs:
+    """Directory proofs started while the manifests are still being loaded.
+
+    On local disk the load stage parses and checks manifests on one thread (that work holds
+    the GIL) while the pool idles, and a directory's proof is a stat per file in C without the
+    GIL: so a task's directories that no earlier task writes into are proven on the pool as its
+    manifest is merged, on the other CPU. Only reads: nothing moves before the plan is
+    complete. At most ``limit`` proofs wait at once (each holds its task's entries), so memory
+    stays bounded; a directory not proven early (or whose early proof failed) is proven just
+    before its move. Files that arrive or vanish in between are found by the count after the
+    move, as for a proof made just before it."""
+
+    def __init__(self, store: ManagedStore, layout: JobLayout, pool: Executor,
+                 limit: int) -> None:
+        self.store, self.layout, self.pool, self.limit = store, layout, pool, limit
+        self._outstanding: deque[Future[dict[str, int | None]]] = deque()
+        self._proofs: dict[tuple[str, str], Future[dict[str, int | None]]] = {}
+
+    def offer(self, task_attempt_id: str, entries: list[RenameEntry],
+              directories: Iterable[str]) -> None:
+        """Start proving the mirrors of ``directories`` (destination directories only this
+        task writes into so far) against ``entries`` (all of the task's renames)."""
+        dest = self.layout.dest
+        wanted = [d for d in directories
+                  if d.startswith(dest + "/") and not is_committer_dir(dest, d)]
+        while self._outstanding and self._outstanding[0].done():
+            self._outstanding.popleft()
+        if not wanted or len(self._outstanding) >= self.limit:
+            return
+        sources = {d: _mirror(self.layout, task_attempt_id, d) for d in wanted}
+        store = self.store
+
+        def prove() -> dict[str, int | None]:
+            by_dir = _by_directory(entries, wanted)
+            return {d: _prove(store, sources[d], d, by_dir[d]) for d in wanted}
+
+        future = self.pool.submit(prove)
+        self._outstanding.append(future)
+        for d in wanted:
+            self._proofs[(sources[d], d)] = future
+
+    def children(self, move: DirectoryMove) -> int | None:
+        """The early proof's count of ``move.source``'s children, if one was made and held."""
+        future = self._proofs.pop((move.source, move.dest), None)
+        if future is None:
+            return None
+        try:
+            return future.result().get(move.dest)
+        except StoreError:
+            return None
 
 
 def _expected(move: DirectoryMove, entries: Iterable[RenameEntry]) -> dict[str, int] | None:
@@ -83,18 +159,19 @@ def _holds_exactly(store: ManagedStore, directory: str, expected: Mapping[str, i
         return None
 
 
-def _after_move(store: ManagedStore, move: DirectoryMove, expected: Mapping[str, int],
+def _after_move(store: ManagedStore, move: DirectoryMove, mine: list[RenameEntry],
                 children: int) -> None:
     """``move.dest`` must now hold what the source held when it was checked (``children``
-    entries: the expected files and their checksum side files): a late arrival goes back into
-    the task's directory; a missing file fails the commit, naming it. Counted first: a writer
-    that is late only adds, and the names and sizes were proven just before the rename (one
+    entries: the task's files ``mine`` and their checksum side files): a late arrival goes
+    back into the task's directory; a missing file fails the commit, naming it. Counted first:
+    a writer that is late only adds, and the names and sizes were proven before the rename (one
     that could swap a file for another between the two could as well rewrite a file's bytes,
     which no check here or in the per-file renames sees)."""
     if store.count_children(move.dest) == children:
         return
     names = store.list_names(move.dest)
-    missing = expected.keys() - set(names)
+    expected = {basename(e[1]) for e in mine}
+    missing = expected - set(names)
     if missing:
         first = sorted(missing)[0]
         raise PathNotFoundError(f"{join(move.source, first)} vanished while its directory "
@@ -113,22 +190,20 @@ def _after_move(store: ManagedStore, move: DirectoryMove, expected: Mapping[str,
 
 
 def move_task_directories(store: ManagedStore, moves: Sequence[DirectoryMove],
-                          entries: Sequence[RenameEntry]) -> set[str]:
+                          entries: Sequence[RenameEntry],
+                          early: EarlyProofs | None = None) -> set[str]:
     """Move each of ``moves`` (directories of one task) whole when it holds exactly its
-    entries of ``entries`` (all of that task's renames); returns the destinations moved. The
-    others are left to per-file renames."""
-    by_dir: dict[str, list[RenameEntry]] = {m.dest: [] for m in moves}
-    for e in entries:
-        bucket = by_dir.get(e[1].rpartition("/")[0])
-        if bucket is not None:
-            bucket.append(e)
+    entries of ``entries`` (all of that task's renames), proven by ``early`` or now; returns
+    the destinations moved. The others are left to per-file renames."""
+    by_dir = _by_directory(entries, (m.dest for m in moves))
     moved: set[str] = set()
     tally = Tally()
     for move in moves:
         mine = by_dir[move.dest]
-        expected = _expected(move, mine) if mine else None
-        children = None if expected is None else _holds_exactly(store, move.source, expected)
-        if expected is None or children is None:
+        children = early.children(move) if early is not None else None
+        if children is None:
+            children = _prove(store, move.source, move.dest, mine)
+        if children is None:
             tally.incr(st.COMMITTER_DIRECTORY_MOVE_FALLBACKS)
             continue
         try:
@@ -138,7 +213,7 @@ def move_task_directories(store: ManagedStore, moves: Sequence[DirectoryMove],
             # moved it: per-file recovery proves each file), or the store refused: per file.
             tally.incr(st.COMMITTER_DIRECTORY_MOVE_FALLBACKS)
             continue
-        _after_move(store, move, expected, children)
+        _after_move(store, move, mine, children)
         moved.add(move.dest)
         tally.incr(st.COMMITTER_FILES_IN_MOVED_DIRECTORIES, len(mine))
     store.stats.merge(tally)

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from committer.errors import PathExistsError
 from committer.job.stages.context import StageContext
-from committer.job.stages.move_directories import move_task_directories
+from committer.job.stages.move_directories import EarlyProofs, move_task_directories
 from committer.job.stages.plan import CHUNK_FILES, Chunk, JobPlan, RenameEntry
 from committer.parallel import run_pulled
 from committer.store.managed import ManagedStore
@@ -78,11 +78,13 @@ def _whole_tasks(chunks: Iterable[Chunk], tasks: Iterable[str]) -> Iterator[Chun
 
 def rename_files(ctx: StageContext, plan: JobPlan,
                  on_exists: Callable[[str], None] | None = None,
-                 directory_moves: Sequence[DirectoryMove] = ()) -> int:
+                 directory_moves: Sequence[DirectoryMove] = (),
+                 early: EarlyProofs | None = None) -> int:
     """Rename every planned file; an existing destination fails the rename unless
     ``delete_target_files`` is set or ``on_exists`` is given to clear it first. The
     directories of ``directory_moves`` are moved whole where they prove to hold exactly their
-    files (``move_directories.py``), the rest file by file."""
+    files (``move_directories.py``; ``early`` holds proofs made while loading), the rest file by
+    file."""
     store, config = ctx.store, ctx.config
     total = plan.files
     done = 0
@@ -103,7 +105,7 @@ def rename_files(ctx: StageContext, plan: JobPlan,
         if moves is None:
             rename(chunk.entries)
         else:
-            moved = move_task_directories(store, moves, chunk.entries)
+            moved = move_task_directories(store, moves, chunk.entries, early)
             rest = [e for e in chunk.entries if e[1].rpartition("/")[0] not in moved] \
                 if moved else chunk.entries
             for i in range(0, len(rest), CHUNK_FILES):
