@@ -22,6 +22,7 @@ SUITES: dict[str, str] = {
     "hadoop-local": "benchmarks.hadoop_local",
     "memory": "benchmarks.memory",
     "dir-commit": "benchmarks.dir_commit",
+    "dir-stores": "benchmarks.dir_stores",
     "small-writes": "benchmarks.small_writes",
 }
 DEFAULT = ("local-commit", "memory")

@@ -77,8 +77,10 @@ class PreparedJob:
 
 
 def prepare(scheme_root: str, options: dict[str, Any], scenario: Scenario,
-            writers: int = 32) -> PreparedJob:
-    """Write the scenario's files and commit its tasks under ``scheme_root`` (a bucket URL)."""
+            writers: int = 32, *, own_partitions: bool = False) -> PreparedJob:
+    """Write the scenario's files and commit its tasks under ``scheme_root`` (a bucket URL).
+    ``own_partitions``: task ``t`` writes all its files into its own partition ``p=<t>``
+    (``repartition(col)``) instead of spreading them over the scenario's partitions."""
     config = CommitterConfig(storage_options=options)
     store = open_store(scheme_root, config)
     store.mkdirs(scheme_root)
@@ -96,7 +98,8 @@ def prepare(scheme_root: str, options: dict[str, Any], scenario: Scenario,
         ta.setup()
         attempts.append(ta)
         for f in range(scenario.files_per_task):
-            rel = f"part={f % scenario.partitions:03d}/part-{t:05d}-{f:05d}.parquet"
+            part = f"p={t}" if own_partitions else f"part={f % scenario.partitions:03d}"
+            rel = f"{part}/part-{t:05d}-{f:05d}.parquet"
             src = ta.output_path(rel)
             writes.append(src)
             pairs.append((src, f"{dest}/{rel}"))
