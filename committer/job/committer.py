@@ -40,8 +40,7 @@ from committer.job.durability.transaction import CommitTransaction, lock_wanted,
 from committer.job.stages.cleanup import cleanup_job
 from committer.job.stages.context import StageContext, StageRunner, stage_context
 from committer.job.stages.create_directories import create_directories
-from committer.job.stages.load_manifests import load_manifests, load_window
-from committer.job.stages.move_directories import EarlyProofs
+from committer.job.stages.load_manifests import load_manifests
 from committer.job.stages.plan import JobPlan
 from committer.job.stages.rename_files import rename_files
 from committer.job.stages.save_success import build_summary, save_report, save_success_marker
@@ -117,9 +116,8 @@ class JobCommitter:
                     self._discard_replayed(ctx)
                     return replayed
                 if txn.loads_manifests:
-                    early = self._early_proofs(ctx)
                     plan = run("load_manifests", st.STAGE_LOAD_MANIFESTS,
-                               lambda: self._load(ctx, txn, early))
+                               lambda: self._load(ctx, txn))
                     txn.plan(plan, ctx)
                     run("create_directories", None, lambda: txn.move_partitions_aside(ctx))
                     if txn.renaming():
@@ -127,7 +125,7 @@ class JobCommitter:
                             lambda: create_directories(
                                 ctx, plan, [m.dest for m in txn.directory_moves]))
                         run("rename_files", st.STAGE_RENAME_FILES,
-                            lambda: self._rename(ctx, plan, txn, early))
+                            lambda: self._rename(ctx, plan, txn))
                         txn.renamed()
                     if cfg.validate_output:
                         run("validate_output", st.STAGE_VALIDATE_OUTPUT,
@@ -156,27 +154,17 @@ class JobCommitter:
 
     # -- the stages, as commit runs them -----------------------------------------------------
 
-    def _early_proofs(self, ctx: StageContext) -> EarlyProofs | None:
-        """Proofs of the directory fast path made while manifests load, where it applies and
-        the load stage leaves the pool idle (on this machine's disks: ``load_window``)."""
-        if not (self.config.rename_directories and self.store.renames_directories) \
-                or load_window(ctx) != 0:
-            return None
-        return EarlyProofs(self.store, self.layout, ctx.pool, limit=ctx.window)
-
-    def _load(self, ctx: StageContext, txn: CommitTransaction,
-              early: EarlyProofs | None) -> JobPlan:
+    def _load(self, ctx: StageContext, txn: CommitTransaction) -> JobPlan:
         plan = load_manifests(ctx, committed_tasks=txn.tasks_to_load(),
-                              extra_destination_roots=txn.extra_roots, early=early)
+                              extra_destination_roots=txn.extra_roots)
         self.store.stats.incr(st.COMMITTER_TASKS_COMPLETED, len(plan.tasks))
         return plan
 
-    def _rename(self, ctx: StageContext, plan: JobPlan, txn: CommitTransaction,
-                early: EarlyProofs | None) -> None:
+    def _rename(self, ctx: StageContext, plan: JobPlan, txn: CommitTransaction) -> None:
         cfg = self.config
         replacing = cfg.delete_target_files or cfg.conflict_policy == "last-writer-wins"
         renamed = rename_files(ctx, plan, on_exists=txn.displacer() if replacing else None,
-                               directory_moves=txn.directory_moves, early=early)
+                               directory_moves=txn.directory_moves)
         self.store.stats.incr(st.COMMITTER_FILES_COMMITTED, renamed)
         self.store.stats.incr(st.COMMITTER_BYTES_COMMITTED, plan.bytes)
 

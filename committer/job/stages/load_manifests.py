@@ -28,7 +28,6 @@ from committer.job.stages.manifest_checks import (
     check_entries,
     header_problems,
 )
-from committer.job.stages.move_directories import EarlyProofs
 from committer.job.stages.plan import JobPlan, RenameEntry, RenamePlan, TaskSummary
 from committer.layout import JobLayout, basename, manifest_task_id
 from committer.parallel import prefetched
@@ -147,12 +146,9 @@ def load_manifests(
     committed_tasks: Mapping[str, str] | None = None,
     extra_destination_roots: Sequence[str] = (),
     memory_entries: int = 200_000,
-    early: EarlyProofs | None = None,
 ) -> JobPlan:
     """The plan of every manifest to commit (all present, or those of ``committed_tasks``);
-    ``UntrustedManifestError`` listing every problem found, before anything moves. With
-    ``early``, the directories each task alone writes into so far are offered to it to prove
-    while later manifests load (directory fast path)."""
+    ``UntrustedManifestError`` listing every problem found, before anything moves."""
     store, layout, config = ctx.store, ctx.layout, ctx.config
     found = list_manifests(store, layout)
     problems: list[str] = []
@@ -194,9 +190,7 @@ def load_manifests(
             parents: set[str] = set()
             duplicates.note(loaded.entries, parents)
             plan.partitions |= parents
-            new = plan.note_owner(loaded.summary.task_id, parents)
-            if early is not None and new and not plan.renames.spilled:
-                early.offer(loaded.summary.task_attempt_id, loaded.entries, new)
+            plan.note_owner(loaded.summary.task_id, parents)
         else:
             duplicates.note(loaded.entries, plan.partitions)
         plan.renames.add(loaded.summary.task_id, loaded.entries)

@@ -25,9 +25,7 @@ listing of each directory cost more than the per-file renames it saves.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
-from concurrent.futures import Executor, Future
 
 from committer import statistics as st
 from committer.errors import PathNotFoundError, StoreError
@@ -81,58 +79,6 @@ def _prove(store: ManagedStore, source: str, dest: str, mine: list[RenameEntry])
     for ``dest``); else ``None``."""
     expected = _expected(DirectoryMove("", source, dest), mine) if mine else None
     return None if expected is None else _holds_exactly(store, source, expected)
-
-
-class EarlyProofs:
-    """Directory proofs started while the manifests are still being loaded.
-
-    On local disk the load stage parses and checks manifests on one thread (that work holds
-    the GIL) while the pool idles, and a directory's proof is a stat per file in C without the
-    GIL: so a task's directories that no earlier task writes into are proven on the pool as its
-    manifest is merged, on the other CPU. Only reads: nothing moves before the plan is
-    complete. At most ``limit`` proofs wait at once (each holds its task's entries), so memory
-    stays bounded; a directory not proven early (or whose early proof failed) is proven just
-    before its move. Files that arrive or vanish in between are found by the count after the
-    move, as for a proof made just before it."""
-
-    def __init__(self, store: ManagedStore, layout: JobLayout, pool: Executor,
-                 limit: int) -> None:
-        self.store, self.layout, self.pool, self.limit = store, layout, pool, limit
-        self._outstanding: deque[Future[dict[str, int | None]]] = deque()
-        self._proofs: dict[tuple[str, str], Future[dict[str, int | None]]] = {}
-
-    def offer(self, task_attempt_id: str, entries: list[RenameEntry],
-              directories: Iterable[str]) -> None:
-        """Start proving the mirrors of ``directories`` (destination directories only this
-        task writes into so far) against ``entries`` (all of the task's renames)."""
-        dest = self.layout.dest
-        wanted = [d for d in directories
-                  if d.startswith(dest + "/") and not is_committer_dir(dest, d)]
-        while self._outstanding and self._outstanding[0].done():
-            self._outstanding.popleft()
-        if not wanted or len(self._outstanding) >= self.limit:
-            return
-        sources = {d: _mirror(self.layout, task_attempt_id, d) for d in wanted}
-        store = self.store
-
-        def prove() -> dict[str, int | None]:
-            by_dir = _by_directory(entries, wanted)
-            return {d: _prove(store, sources[d], d, by_dir[d]) for d in wanted}
-
-        future = self.pool.submit(prove)
-        self._outstanding.append(future)
-        for d in wanted:
-            self._proofs[(sources[d], d)] = future
-
-    def children(self, move: DirectoryMove) -> int | None:
-        """The early proof's count of ``move.source``'s children, if one was made and held."""
-        future = self._proofs.pop((move.source, move.dest), None)
-        if future is None:
-            return None
-        try:
-            return future.result().get(move.dest)
-        except StoreError:
-            return None
 
 
 def _expected(move: DirectoryMove, entries: Iterable[RenameEntry]) -> dict[str, int] | None:
@@ -190,19 +136,16 @@ def _after_move(store: ManagedStore, move: DirectoryMove, mine: list[RenameEntry
 
 
 def move_task_directories(store: ManagedStore, moves: Sequence[DirectoryMove],
-                          entries: Sequence[RenameEntry],
-                          early: EarlyProofs | None = None) -> set[str]:
+                          entries: Sequence[RenameEntry]) -> dict[str, int]:
     """Move each of ``moves`` (directories of one task) whole when it holds exactly its
-    entries of ``entries`` (all of that task's renames), proven by ``early`` or now; returns
-    the destinations moved. The others are left to per-file renames."""
+    entries of ``entries`` (all of that task's renames); returns the destinations moved, with
+    how many of the entries each held. The others are left to per-file renames."""
     by_dir = _by_directory(entries, (m.dest for m in moves))
-    moved: set[str] = set()
+    moved: dict[str, int] = {}
     tally = Tally()
     for move in moves:
         mine = by_dir[move.dest]
-        children = early.children(move) if early is not None else None
-        if children is None:
-            children = _prove(store, move.source, move.dest, mine)
+        children = _prove(store, move.source, move.dest, mine)
         if children is None:
             tally.incr(st.COMMITTER_DIRECTORY_MOVE_FALLBACKS)
             continue
@@ -214,7 +157,7 @@ def move_task_directories(store: ManagedStore, moves: Sequence[DirectoryMove],
             tally.incr(st.COMMITTER_DIRECTORY_MOVE_FALLBACKS)
             continue
         _after_move(store, move, mine, children)
-        moved.add(move.dest)
+        moved[move.dest] = len(mine)
         tally.incr(st.COMMITTER_FILES_IN_MOVED_DIRECTORIES, len(mine))
     store.stats.merge(tally)
     return moved

@@ -131,17 +131,15 @@ class JobPlan:
     directory_owner: dict[str, str] = field(default_factory=dict)
     shared_directories: set[str] = field(default_factory=set)
 
-    def note_owner(self, task_id: str, parents: set[str]) -> set[str]:
-        """``task_id`` writes files into each of ``parents``; returns those no earlier task
-        writes into. Set operations only: in the common layout every task writes into the
-        same partitions, and then nothing here runs per directory in Python."""
+    def note_owner(self, task_id: str, parents: set[str]) -> None:
+        """``task_id`` writes files into each of ``parents``. Set operations only: in the
+        common layout every task writes into the same partitions, and then nothing here runs
+        per directory in Python."""
         seen = parents & self.directory_owner.keys()
         if seen:
             self.shared_directories |= seen
-        new = parents - seen if seen else parents
-        for d in new:
+        for d in parents - seen if seen else parents:
             self.directory_owner[d] = task_id
-        return new
 
     def single_writer_directories(self) -> dict[str, str]:
         """``directory -> task id`` for every directory exactly one task writes files into."""

@@ -12,16 +12,21 @@ writing into 100 partitions): pruned this way it costs one system call per direc
 renames of other chunks keep the disk busy, instead of a later listing and tree deletion of
 every task directory. Cleanup still deletes whatever is left. Not when ``cleanup_skipped``
 keeps the job directory for inspection.
+
+With the directory fast path, the directories that may move whole go first, task by task
+(``move_directories.py``), on as many workers as CPUs on local disk; then the files of every
+task that is not finished that way, as above.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from committer.errors import PathExistsError
 from committer.job.stages.context import StageContext
-from committer.job.stages.move_directories import EarlyProofs, move_task_directories
-from committer.job.stages.plan import CHUNK_FILES, Chunk, JobPlan, RenameEntry
+from committer.job.stages.move_directories import move_task_directories
+from committer.job.stages.plan import Chunk, JobPlan, RenameEntry
 from committer.parallel import run_pulled
 from committer.store.managed import ManagedStore
 from manifest_schema.journal import DirectoryMove
@@ -56,9 +61,9 @@ def emptied_directories(entries: list[RenameEntry], tasks_dir: str) -> list[str]
 
 
 def _whole_tasks(chunks: Iterable[Chunk], tasks: Iterable[str]) -> Iterator[Chunk]:
-    """The plan's chunks, with the consecutive chunks of each of ``tasks`` joined into one (a
-    task's chunks are added together, so they are consecutive): a directory of such a task is
-    moved whole only against all of the task's entries for it."""
+    """The chunks of ``tasks`` only, the consecutive chunks of each joined into one (a task's
+    chunks are added together, so they are consecutive): a directory of such a task is moved
+    whole only against all of the task's entries for it."""
     wanted = set(tasks)
     pending: Chunk | None = None
     for chunk in chunks:
@@ -70,21 +75,28 @@ def _whole_tasks(chunks: Iterable[Chunk], tasks: Iterable[str]) -> Iterator[Chun
             pending = None
         if chunk.task_id in wanted:
             pending = Chunk(chunk.task_id, list(chunk.entries))
-        else:
-            yield chunk
     if pending is not None:
         yield pending
 
 
+def _directory_workers(ctx: StageContext, tasks: int) -> int:
+    """Workers for the directory moves: on this machine's own disks the proof of a directory is
+    CPU work (a stat per file, in C without the GIL), and more threads than CPUs only queue on
+    the kernel's locks of the two parent directories every move shares; elsewhere each move
+    waits on the store, as a file rename does."""
+    workers = ctx.config.io_threads
+    if not ctx.store.reads_wait(ctx.layout.dest):
+        workers = min(workers, os.cpu_count() or 1)
+    return max(1, min(workers, tasks))
+
+
 def rename_files(ctx: StageContext, plan: JobPlan,
                  on_exists: Callable[[str], None] | None = None,
-                 directory_moves: Sequence[DirectoryMove] = (),
-                 early: EarlyProofs | None = None) -> int:
+                 directory_moves: Sequence[DirectoryMove] = ()) -> int:
     """Rename every planned file; an existing destination fails the rename unless
     ``delete_target_files`` is set or ``on_exists`` is given to clear it first. The
-    directories of ``directory_moves`` are moved whole where they prove to hold exactly their
-    files (``move_directories.py``; ``early`` holds proofs made while loading), the rest file by
-    file."""
+    directories of ``directory_moves`` are moved whole first, where they prove to hold exactly
+    their files (``move_directories.py``), the rest file by file."""
     store, config = ctx.store, ctx.config
     total = plan.files
     done = 0
@@ -94,6 +106,33 @@ def rename_files(ctx: StageContext, plan: JobPlan,
     for move in directory_moves:
         moves_of.setdefault(move.task_id, []).append(move)
 
+    def advance(_chunk: Chunk, n: int) -> None:
+        nonlocal done
+        done += n
+        ctx.notify(STAGE, done, total)
+
+    def prune(entries: list[RenameEntry]) -> None:
+        if prune_under is not None:
+            store.remove_empty_dirs(emptied_directories(entries, prune_under))
+
+    # Phase 1: each task's directories that may move whole (a task's chunks joined, so a
+    # directory is checked against all of the task's entries for it). A task all of whose
+    # files moved is finished here; the others leave their remaining files to phase 2.
+    moved: set[str] = set()
+    finished: set[str] = set()
+    if moves_of:
+        def move_whole(chunk: Chunk) -> int:
+            mine = move_task_directories(store, moves_of[chunk.task_id], chunk.entries)
+            moved.update(mine)
+            if sum(mine.values()) != len(chunk.entries):
+                return 0
+            finished.add(chunk.task_id)
+            prune(chunk.entries)
+            return len(chunk.entries)
+
+        run_pulled(ctx.pool, _whole_tasks(plan.renames, moves_of), move_whole,
+                   workers=_directory_workers(ctx, len(moves_of)), on_result=advance)
+
     def rename(entries: list[RenameEntry]) -> None:
         if config.delete_target_files or on_exists is not None:
             _rename_replacing(store, entries, on_exists)
@@ -101,26 +140,17 @@ def rename_files(ctx: StageContext, plan: JobPlan,
             store.rename_batch(entries)
 
     def work(chunk: Chunk) -> int:
-        moves = moves_of.get(chunk.task_id)
-        if moves is None:
-            rename(chunk.entries)
-        else:
-            moved = move_task_directories(store, moves, chunk.entries, early)
-            rest = [e for e in chunk.entries if e[1].rpartition("/")[0] not in moved] \
-                if moved else chunk.entries
-            for i in range(0, len(rest), CHUNK_FILES):
-                rename(rest[i : i + CHUNK_FILES])
-        if prune_under is not None:
-            store.remove_empty_dirs(emptied_directories(chunk.entries, prune_under))
-        return len(chunk.entries)
+        if chunk.task_id in finished:
+            return 0
+        rest = chunk.entries
+        if moved and chunk.task_id in moves_of:
+            rest = [e for e in rest if e[1].rpartition("/")[0] not in moved]
+        if rest:
+            rename(rest)
+        prune(chunk.entries)
+        return len(chunk.entries)  # with those phase 1 moved in a directory
 
-    def advance(_chunk: Chunk, n: int) -> None:
-        nonlocal done
-        done += n
-        ctx.notify(STAGE, done, total)
-
-    chunks: Iterable[Chunk] = _whole_tasks(plan.renames, moves_of) if moves_of else plan.renames
     # No more workers than chunks: the rest would only start a thread each and find none.
     workers = min(config.io_threads, max(1, plan.renames.chunks))
-    run_pulled(ctx.pool, chunks, work, workers=workers, on_result=advance)
+    run_pulled(ctx.pool, plan.renames, work, workers=workers, on_result=advance)
     return done

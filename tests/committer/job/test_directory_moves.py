@@ -208,35 +208,6 @@ def test_a_file_arriving_during_the_move_goes_back_not_into_the_table(tmp_path: 
     assert job.store.stats.snapshot().counters[st.OP_RENAME_DIRECTORY] == 4
 
 
-class _Recording(LocalStore):
-    """Records the directory proofs and directory renames, in order."""
-
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-
-    def directory_holds(self, path, files, side_file=None):  # type: ignore[no-untyped-def]
-        if "/_temporary/" in path:
-            self.calls.append("prove")
-        return super().directory_holds(path, files, side_file)
-
-    def rename_dir(self, src: str, dst: str) -> None:
-        self.calls.append("move")
-        super().rename_dir(src, dst)
-
-
-def test_directories_are_proven_while_manifests_load_and_only_once(tmp_path: Path) -> None:
-    dest = tmp_path / "dest"
-    backend = _Recording()
-    cfg = fast_config(io_threads=2)  # at most 2 x io_threads proofs wait: all 4 start early
-    job, committed = _job(dest, OWN, io_threads=2)
-    job = JobCommitter(str(dest), JOB_ID, config=cfg,
-                       store=open_store(str(dest), cfg, backend=backend))
-    job.commit(committed)
-    # without the early proofs each worker would prove and move each directory in turn
-    assert backend.calls == ["prove"] * 4 + ["move"] * 4
-    assert visible_files(dest) == _all_files(OWN)
-
-
 class _Vanishing(LocalStore):
     """Deletes one file of the directory just before the directory moves (after its proof)."""
 
