@@ -64,19 +64,24 @@ class _DeferredCommit(PythonJobCommitEngine):
 
 
 def _job_commit_metric_seconds(spark: Any) -> float:
-    """Spark's ``job commit time`` SQL metric of the last execution."""
+    """Spark's ``job commit time`` SQL metric of the newest execution that has one (a write
+    after a shuffle, as with ``repartition``, may be followed by executions without it, and
+    its plan may carry the metric without a value)."""
     store = spark._jsparkSession.sharedState().statusStore()
     executions = store.executionsList()
-    last = executions.apply(executions.size() - 1)
-    values = store.executionMetrics(last.executionId())
-    metrics = last.metrics()
-    for i in range(metrics.size()):
-        metric = metrics.apply(i)
-        if metric.name() == "job commit time":
-            text = str(values.get(metric.accumulatorId()).get())
-            number, unit = text.replace(",", "").split(" ")
-            return float(number) * {"ms": 1e-3, "s": 1.0, "m": 60.0}[unit]
-    raise RuntimeError("no 'job commit time' metric on the last execution")
+    for k in range(executions.size() - 1, max(-1, executions.size() - 6), -1):
+        execution = executions.apply(k)
+        values = store.executionMetrics(execution.executionId())
+        metrics = execution.metrics()
+        for i in range(metrics.size()):
+            metric = metrics.apply(i)
+            if metric.name() != "job commit time":
+                continue
+            value = values.get(metric.accumulatorId())
+            if value.isDefined():
+                number, unit = str(value.get()).replace(",", "").split(" ")
+                return float(number) * {"ms": 1e-3, "s": 1.0, "m": 60.0}[unit]
+    raise RuntimeError("no 'job commit time' metric on the last executions")
 
 
 def _hadoop_commit(spark: Any, dest: Path, job_id: str) -> float:
