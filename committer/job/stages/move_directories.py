@@ -74,11 +74,11 @@ def _by_directory(entries: Iterable[RenameEntry], directories: Iterable[str]
     return out
 
 
-def _prove(store: ManagedStore, source: str, dest: str, mine: list[RenameEntry]) -> int | None:
-    """How many children ``source`` holds, when it is the exact mirror of ``mine`` (the entries
-    for ``dest``); else ``None``."""
-    expected = _expected(DirectoryMove("", source, dest), mine) if mine else None
-    return None if expected is None else _holds_exactly(store, source, expected)
+def _prove(store: ManagedStore, move: DirectoryMove, mine: list[RenameEntry]) -> int | None:
+    """How many children ``move.source`` holds, when it is the exact mirror of ``mine`` (the
+    entries for ``move.dest``); else ``None``."""
+    expected = _expected(move, mine) if mine else None
+    return None if expected is None else _holds_exactly(store, move.source, expected)
 
 
 def _expected(move: DirectoryMove, entries: Iterable[RenameEntry]) -> dict[str, int] | None:
@@ -145,7 +145,7 @@ def move_task_directories(store: ManagedStore, moves: Sequence[DirectoryMove],
     tally = Tally()
     for move in moves:
         mine = by_dir[move.dest]
-        children = _prove(store, move.source, move.dest, mine)
+        children = _prove(store, move, mine)
         if children is None:
             tally.incr(st.COMMITTER_DIRECTORY_MOVE_FALLBACKS)
             continue
