@@ -151,7 +151,8 @@ class Store(ABC):
         """How many children ``path`` has, when they are exactly the regular files ``files``
         (``name -> size``; ``None``: any size) and, for any of them, at most its
         ``side_file(name)``, a regular file too; ``None`` when anything else is there, a file
-        is missing or of another size, or ``path`` is absent. Default: one listing."""
+        is missing or of another size, or ``path`` is absent (other failures to list it are
+        raised, so that a transient one is retried). Default: one listing."""
         from committer.errors import PathNotFoundError
 
         try:
