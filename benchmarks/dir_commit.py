@@ -73,17 +73,15 @@ def load_average() -> tuple[float, float, float]:
 
 def _trial(shape: Shape, kind: str, params: dict[str, Any]) -> dict[str, Any]:
     remove(shape)
+    job = Shape(**{**shape.to_json(), "hadoop_naming": True}) if kind == "hadoop-manifest" \
+        else shape
     t0 = time.perf_counter()
     if kind == "hadoop-v1":
         generate_v1(shape)
-    elif kind == "hadoop-manifest":
-        generate(Shape(**{**shape.to_json(), "hadoop_naming": True}))
     else:
-        generate(shape)
+        generate(job)
     setup = time.perf_counter() - t0
     quiesce()
-    job = Shape(**{**shape.to_json(), "hadoop_naming": True}) if kind == "hadoop-manifest" \
-        else shape
     result = run_trial(kind, {"shape": job.to_json(), **params})
     if kind != "hadoop-v1":
         verify_committed(job)

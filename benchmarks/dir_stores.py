@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.common import ROOT, markdown_table, summarize
-from benchmarks.emulators.runner import _enter_emulator
+from benchmarks.emulators.runner import enter_emulator
 from benchmarks.emulators.scenario import PreparedJob, Scenario, prepare
 from committer import statistics as st
 from committer.config import CommitterConfig
@@ -113,7 +113,7 @@ def _server(kind: str) -> Iterator[_Server]:
                           stub.ops, stub.reset_log)
         return
     with contextlib.ExitStack() as stack:
-        emulator = _enter_emulator(stack, "gcs")
+        emulator = enter_emulator(stack, "gcs")
         proxy = stack.enter_context(gcs_move_proxy(emulator.endpoint))
         yield _Server(f"gs://b{uuid.uuid4().hex[:16]}", dict(proxy.storage_options),
                       proxy.ops, proxy.reset_log)

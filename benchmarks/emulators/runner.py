@@ -155,7 +155,7 @@ def _count_output(root: str, options: dict[str, Any], dest: str) -> int:
         store.backend.close()
 
 
-def _enter_emulator(stack: contextlib.ExitStack[Any], kind: str) -> RunningEmulator:
+def enter_emulator(stack: contextlib.ExitStack[Any], kind: str) -> RunningEmulator:
     """Start an emulator whose stop ``stack`` owns; tried again if it could not start (its
     port taken by another process between choosing it and binding it). An emulator that fails
     to start is stopped by ``committer.testing.emulators`` before it raises."""
@@ -213,7 +213,7 @@ def code_digest(code: Path) -> str:
 def run_one(spec: RunSpec, code: Path = ROOT) -> RunResult:
     """One run; the trial imports the packages under ``code`` (see ``code_snapshot``)."""
     with contextlib.ExitStack() as stack:
-        emu = _enter_emulator(stack, spec.emulator)
+        emu = enter_emulator(stack, spec.emulator)
         root = emu.url(f"bench{uuid.uuid4().hex[:10]}")
         options = dict(emu.storage_options)
         t0 = time.perf_counter()
