@@ -25,7 +25,15 @@ def run_parallel(
     window: int,
     on_result: Callable[[T, R], None] | None = None,
 ) -> None:
-    """Apply ``work`` to every item; ``on_result`` runs on the calling thread as items finish."""
+    """Apply ``work`` to every item; ``on_result`` runs on the calling thread as items finish.
+    A ``window`` of 0 runs every item on the calling thread, in order: for calls so quick
+    (a ``stat`` on local disk) that handing them to threads costs more than they do."""
+    if window <= 0:
+        for item in items:
+            result = work(item)
+            if on_result is not None:
+                on_result(item, result)
+        return
     pending: dict[Future[R], T] = {}
     failure: BaseException | None = None
     it = iter(items)

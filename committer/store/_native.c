@@ -214,7 +214,7 @@ done:
 
 /* regular_files(dir_fd, names, sizes) -> count
  * How many of names[i] (relative to dir_fd, never followed if a link) are regular files of
- * sizes[i] bytes (a negative size: any). */
+ * sizes[i] bytes (None or a negative size: any). */
 static PyObject *
 regular_files(PyObject *self, PyObject *args)
 {
@@ -243,7 +243,8 @@ regular_files(PyObject *self, PyObject *args)
         goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        sizes[i] = PyLong_AsLongLong(PyList_GET_ITEM(size_list, i));
+        PyObject *z = PyList_GET_ITEM(size_list, i);
+        sizes[i] = z == Py_None ? -1 : PyLong_AsLongLong(z);
         if (sizes[i] == -1 && PyErr_Occurred())
             goto done;
     }

@@ -87,9 +87,9 @@ def _count_entries(fd: int) -> int:
         os.close(own)
 
 
-def _regular_files(fd: int, names: list[str], sizes: list[int]) -> int:
+def _regular_files(fd: int, names: list[str], sizes: list[int | None]) -> int:
     """How many of ``names`` (in the open directory ``fd``, links not followed) are regular
-    files of the matching size (negative: any)."""
+    files of the matching size (``None`` or negative: any)."""
     if _native is not None:
         return _native.regular_files(fd, names, sizes)
     found = 0
@@ -98,7 +98,8 @@ def _regular_files(fd: int, names: list[str], sizes: list[int]) -> int:
             st = os.stat(name, dir_fd=fd, follow_symlinks=False)
         except OSError:
             continue
-        found += statmod.S_ISREG(st.st_mode) and (size < 0 or st.st_size == size)
+        found += statmod.S_ISREG(st.st_mode) and (size is None or size < 0
+                                                   or st.st_size == size)
     return found
 
 
@@ -362,8 +363,7 @@ class LocalStore(Store):
             return None
         try:
             count = _count_entries(fd)
-            names = list(files)
-            sizes = [-1 if s is None else s for s in files.values()]
+            names, sizes = list(files), list(files.values())
             if count < len(names) or _regular_files(fd, names, sizes) != len(names):
                 return None
             if count == len(names):
@@ -372,7 +372,7 @@ class LocalStore(Store):
                 return None
             sides = [s for s in map(side_file, names) if s not in files]
             return count if count == len(names) + _regular_files(
-                fd, sides, [-1] * len(sides)) else None
+                fd, sides, [None] * len(sides)) else None
         except (OSError, ValueError):
             return None
         finally:

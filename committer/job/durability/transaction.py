@@ -279,7 +279,8 @@ class CommitTransaction:
             return absent
 
         found: set[str] = set()
-        run_parallel(ctx.pool, leaf_directories(wanted), probe, window=ctx.window,
+        window = ctx.window if self.meta.reads_wait(self.layout.dest) else 0
+        run_parallel(ctx.pool, leaf_directories(wanted), probe, window=window,
                      on_result=lambda _leaf, absent: found.update(absent))
         return sorted(found)
 

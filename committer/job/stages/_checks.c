@@ -10,7 +10,8 @@
  * the two on generated manifests).
  *
  * note_destinations is the load stage's duplicate-destination bookkeeping (load_manifests.py),
- * the other per-entry loop of that stage.
+ * the other per-entry loop of that stage; names_in is the directory fast path's per-file loop
+ * (move_directories.py).
  *
  * Optional: built when a compiler is present (setup.py).
  */
@@ -388,11 +389,59 @@ note_destinations(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     Py_RETURN_NONE;
 }
 
+PyDoc_STRVAR(names_in_doc,
+"names_in(paths, directory, /) -> list[str] | None\n\n"
+"The names of ``paths`` (a list of str) when every one of them lies directly in ``directory``\n"
+"(``directory + '/' + name``, the name non-empty and without '/'), in order; else None.");
+
+/* The directory fast path's mirror check (move_directories.py), one pass instead of a Python
+ * loop over every file of a directory. */
+static PyObject *
+names_in(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)self;
+    if (nargs != 2 || !PyList_CheckExact(args[0]) || !PyUnicode_CheckExact(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "names_in(list, str) takes two arguments");
+        return NULL;
+    }
+    PyObject *paths = args[0], *directory = args[1];
+    Py_ssize_t k = PyUnicode_GET_LENGTH(directory), n = PyList_GET_SIZE(paths);
+    PyObject *out = PyList_New(n);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *path = PyList_GET_ITEM(paths, i);
+        if (!PyUnicode_CheckExact(path))
+            goto decline;
+        Py_ssize_t len = PyUnicode_GET_LENGTH(path);
+        if (len < k + 2 || PyUnicode_READ_CHAR(path, k) != '/')
+            goto decline;
+        Py_ssize_t head = PyUnicode_Tailmatch(path, directory, 0, k, -1);
+        Py_ssize_t slash = head == 1 ? PyUnicode_FindChar(path, '/', k + 1, len, 1) : -1;
+        if (head == -1 || slash == -2)
+            goto error;
+        if (head != 1 || slash != -1)
+            goto decline;
+        PyObject *name = PyUnicode_Substring(path, k + 1, len);
+        if (name == NULL)
+            goto error;
+        PyList_SET_ITEM(out, i, name);
+    }
+    return out;
+decline:
+    Py_DECREF(out);
+    Py_RETURN_NONE;
+error:
+    Py_DECREF(out);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"files", (PyCFunction)(void (*)(void))files, METH_FASTCALL, files_doc},
     {"directories", (PyCFunction)(void (*)(void))directories, METH_FASTCALL, directories_doc},
     {"note_destinations", (PyCFunction)(void (*)(void))note_destinations, METH_FASTCALL,
      note_destinations_doc},
+    {"names_in", (PyCFunction)(void (*)(void))names_in, METH_FASTCALL, names_in_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -25,7 +25,8 @@ listing of each directory cost more than the per-file renames it saves.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from operator import itemgetter
 
 from committer import statistics as st
 from committer.errors import PathNotFoundError, StoreError
@@ -34,6 +35,13 @@ from committer.layout import JobLayout, basename, checksum_side_file, is_committ
 from committer.statistics import Tally
 from committer.store.managed import ManagedStore
 from manifest_schema.journal import DirectoryMove
+
+try:
+    from committer.job.stages import _checks
+except ImportError:  # built only where a compiler was present (setup.py)
+    _checks = None  # type: ignore[assignment]
+
+_SOURCE, _DEST, _SIZE = itemgetter(0), itemgetter(1), itemgetter(2)
 
 
 def directory_candidates(plan: JobPlan, layout: JobLayout) -> list[DirectoryMove]:
@@ -63,10 +71,14 @@ def _mirror(layout: JobLayout, task_attempt_id: str, directory: str) -> str:
     return layout.task_attempt_dir(task_attempt_id) + directory[len(layout.dest):]
 
 
-def _by_directory(entries: Iterable[RenameEntry], directories: Iterable[str]
+def _by_directory(entries: list[RenameEntry], moves: Sequence[DirectoryMove]
                   ) -> dict[str, list[RenameEntry]]:
-    """The entries whose destination lies directly in each of ``directories``."""
-    out: dict[str, list[RenameEntry]] = {d: [] for d in directories}
+    """The entries whose destination lies directly in each move's destination. A task with one
+    candidate directory usually writes nothing else (the ``repartition(col)`` layout): that is
+    checked in C, and spares the loop over every entry."""
+    if len(moves) == 1 and _names_in(list(map(_DEST, entries)), moves[0].dest) is not None:
+        return {moves[0].dest: entries}
+    out: dict[str, list[RenameEntry]] = {m.dest: [] for m in moves}
     for e in entries:
         bucket = out.get(e[1].rpartition("/")[0])
         if bucket is not None:
@@ -81,20 +93,31 @@ def _prove(store: ManagedStore, move: DirectoryMove, mine: list[RenameEntry]) ->
     return None if expected is None else _holds_exactly(store, move.source, expected)
 
 
-def _expected(move: DirectoryMove, entries: Iterable[RenameEntry]) -> dict[str, int] | None:
-    """``name -> size`` of the entries for ``move.dest``, or ``None`` when one of them does not
-    come from ``move.source`` under the same name (then the directory is not a mirror)."""
-    out: dict[str, int] = {}
-    src_cut, dst_cut = len(move.source) + 1, len(move.dest) + 1
-    for src, dst, size, _etag in entries:
-        name = dst[dst_cut:]
-        if src[src_cut:] != name or src[: src_cut - 1] != move.source:
-            return None
-        out[name] = size
-    return out
+def _names_in(paths: list[str], directory: str) -> list[str] | None:
+    """The names of ``paths`` when each lies directly in ``directory``, else ``None``."""
+    if _checks is not None:
+        return _checks.names_in(paths, directory)
+    cut = len(directory) + 1
+    names = [p[cut:] for p in paths]
+    if all(p[: cut - 1] == directory and p[cut - 1: cut] == "/" and n and "/" not in n
+           for p, n in zip(paths, names, strict=True)):
+        return names
+    return None
 
 
-def _holds_exactly(store: ManagedStore, directory: str, expected: Mapping[str, int]) -> int | None:
+def _expected(move: DirectoryMove, entries: list[RenameEntry]) -> dict[str, int | None] | None:
+    """``name -> size`` of ``entries``, or ``None`` unless each goes directly into
+    ``move.dest`` from ``move.source`` under the same name (then the directory is not their
+    mirror). Per-file work in C: this runs for every file the fast path moves."""
+    names = _names_in(list(map(_DEST, entries)), move.dest)
+    if names is None or _names_in(list(map(_SOURCE, entries)), move.source) != names:
+        return None
+    out = dict(zip(names, map(_SIZE, entries), strict=True))
+    return out if len(out) == len(names) else None  # a name twice: not a mirror
+
+
+def _holds_exactly(store: ManagedStore, directory: str, expected: Mapping[str, int | None]
+                   ) -> int | None:
     """How many children ``directory`` has, when they are exactly the expected files with the
     expected sizes and, beside any of them, its checksum side file (Hadoop's local filesystem
     leaves one per file a Spark task writes; it moves with its file, as FileOutputCommitter
@@ -136,11 +159,11 @@ def _after_move(store: ManagedStore, move: DirectoryMove, mine: list[RenameEntry
 
 
 def move_task_directories(store: ManagedStore, moves: Sequence[DirectoryMove],
-                          entries: Sequence[RenameEntry]) -> dict[str, int]:
+                          entries: list[RenameEntry]) -> dict[str, int]:
     """Move each of ``moves`` (directories of one task) whole when it holds exactly its
     entries of ``entries`` (all of that task's renames); returns the destinations moved, with
     how many of the entries each held. The others are left to per-file renames."""
-    by_dir = _by_directory(entries, (m.dest for m in moves))
+    by_dir = _by_directory(entries, moves)
     moved: dict[str, int] = {}
     tally = Tally()
     for move in moves:

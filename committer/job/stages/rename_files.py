@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from operator import itemgetter
 
 from committer.errors import PathExistsError
 from committer.job.stages.context import StageContext
@@ -32,6 +33,7 @@ from committer.store.managed import ManagedStore
 from manifest_schema.journal import DirectoryMove
 
 STAGE = "rename_files"
+_SOURCE = itemgetter(0)
 
 
 def _rename_replacing(store: ManagedStore, entries: list[RenameEntry],
@@ -47,12 +49,13 @@ def _rename_replacing(store: ManagedStore, entries: list[RenameEntry],
             store.rename_file(src, dst, size=size, etag=etag)
 
 
-def emptied_directories(entries: list[RenameEntry], tasks_dir: str) -> list[str]:
-    """The directories below ``tasks_dir`` holding the sources of ``entries``, and their
-    parents up to the task attempt directory: each before its parent, so each can be removed in
-    turn. Found a level at a time with set operations: this runs for every chunk."""
+def emptied_directories(sources: Iterable[str], tasks_dir: str) -> list[str]:
+    """The directories below ``tasks_dir`` holding ``sources`` (the files a chunk renamed, or
+    the directories phase 1 moved), and their parents up to the task attempt directory: each
+    before its parent, so each can be removed in turn. Found a level at a time with set
+    operations: this runs for every chunk."""
     stop = tasks_dir.rstrip("/") + "/"
-    level = {d for d in {e[0].rpartition("/")[0] for e in entries} if d.startswith(stop)}
+    level = {d for d in {s.rpartition("/")[0] for s in sources} if d.startswith(stop)}
     dirs = set(level)
     while level:
         level = {d for d in {d.rpartition("/")[0] for d in level} - dirs if d.startswith(stop)}
@@ -60,21 +63,25 @@ def emptied_directories(entries: list[RenameEntry], tasks_dir: str) -> list[str]
     return sorted(dirs, key=len, reverse=True)  # a directory's path is longer than its parent's
 
 
-def _whole_tasks(chunks: Iterable[Chunk], tasks: Iterable[str]) -> Iterator[Chunk]:
+def _whole_tasks(chunks: Iterable[Chunk], tasks: Iterable[str], pieces: dict[str, int]
+                 ) -> Iterator[Chunk]:
     """The chunks of ``tasks`` only, the consecutive chunks of each joined into one (a task's
     chunks are added together, so they are consecutive): a directory of such a task is moved
-    whole only against all of the task's entries for it."""
+    whole only against all of the task's entries for it. ``pieces`` gets how many chunks
+    each task's joined one holds."""
     wanted = set(tasks)
     pending: Chunk | None = None
     for chunk in chunks:
         if pending is not None and chunk.task_id == pending.task_id:
             pending.entries.extend(chunk.entries)
+            pieces[chunk.task_id] += 1
             continue
         if pending is not None:
             yield pending
             pending = None
         if chunk.task_id in wanted:
             pending = Chunk(chunk.task_id, list(chunk.entries))
+            pieces[chunk.task_id] = 1
     if pending is not None:
         yield pending
 
@@ -111,26 +118,28 @@ def rename_files(ctx: StageContext, plan: JobPlan,
         done += n
         ctx.notify(STAGE, done, total)
 
-    def prune(entries: list[RenameEntry]) -> None:
+    def prune(sources: Iterable[str]) -> None:
         if prune_under is not None:
-            store.remove_empty_dirs(emptied_directories(entries, prune_under))
+            store.remove_empty_dirs(emptied_directories(sources, prune_under))
 
     # Phase 1: each task's directories that may move whole (a task's chunks joined, so a
     # directory is checked against all of the task's entries for it). A task all of whose
     # files moved is finished here; the others leave their remaining files to phase 2.
     moved: set[str] = set()
     finished: set[str] = set()
+    pieces: dict[str, int] = {}
     if moves_of:
         def move_whole(chunk: Chunk) -> int:
-            mine = move_task_directories(store, moves_of[chunk.task_id], chunk.entries)
+            moves = moves_of[chunk.task_id]
+            mine = move_task_directories(store, moves, chunk.entries)
             moved.update(mine)
             if sum(mine.values()) != len(chunk.entries):
                 return 0
             finished.add(chunk.task_id)
-            prune(chunk.entries)
+            prune(m.source for m in moves)  # every file went with a directory: their parents
             return len(chunk.entries)
 
-        run_pulled(ctx.pool, _whole_tasks(plan.renames, moves_of), move_whole,
+        run_pulled(ctx.pool, _whole_tasks(plan.renames, moves_of, pieces), move_whole,
                    workers=_directory_workers(ctx, len(moves_of)), on_result=advance)
 
     def rename(entries: list[RenameEntry]) -> None:
@@ -147,10 +156,12 @@ def rename_files(ctx: StageContext, plan: JobPlan,
             rest = [e for e in rest if e[1].rpartition("/")[0] not in moved]
         if rest:
             rename(rest)
-        prune(chunk.entries)
+        prune(map(_SOURCE, chunk.entries))
         return len(chunk.entries)  # with those phase 1 moved in a directory
 
-    # No more workers than chunks: the rest would only start a thread each and find none.
-    workers = min(config.io_threads, max(1, plan.renames.chunks))
-    run_pulled(ctx.pool, plan.renames, work, workers=workers, on_result=advance)
+    # No more workers than chunks left: the rest would only start a thread each and find none.
+    left = plan.renames.chunks - sum(pieces[t] for t in finished)
+    if left > 0:
+        run_pulled(ctx.pool, plan.renames, work, workers=min(config.io_threads, left),
+                   on_result=advance)
     return done

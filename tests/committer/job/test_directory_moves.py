@@ -6,6 +6,8 @@ destination a reader sees and the statistics that say which path each directory 
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import os
 from pathlib import Path
 
@@ -16,6 +18,7 @@ from committer import statistics as st
 from committer.errors import CommitFailedError, PathExistsError, PathNotFoundError
 from committer.job import resume, rollback
 from committer.job.durability.journal import load_journal
+from committer.job.stages import move_directories
 from committer.layout import JobLayout
 from committer.store import open_store
 from committer.store.local import LocalStore
@@ -131,6 +134,37 @@ def test_a_subdirectory_the_manifest_does_not_list_falls_back(tmp_path: Path) ->
     assert visible_files(dest) == _all_files(OWN)
     assert not (dest / "p=0" / "empty").exists()
     assert summary.iostatistics.counters[st.COMMITTER_DIRECTORY_MOVE_FALLBACKS] == 1
+
+
+def test_a_file_committed_under_another_name_falls_back(tmp_path: Path) -> None:
+    # A writer through the Python API may name a destination differently from its source:
+    # then the task's directory is not the destination's mirror and cannot move whole.
+    dest = tmp_path / "dest"
+    job, committed = _job(dest, OWN)
+    manifest = Path(JobLayout(str(dest), JOB_ID).manifest_path(task_ids(JOB_ID, 1, 0)[0]))
+    doc = json.loads(manifest.read_bytes())
+    doc["files"][0]["d"] = doc["files"][0]["d"].replace("part-1-0", "renamed-1-0")
+    manifest.write_text(json.dumps(doc))
+    summary = job.commit(committed)
+    want = {k.replace("part-1-0", "renamed-1-0"): v for k, v in _all_files(OWN).items()}
+    assert visible_files(dest) == want
+    c = summary.iostatistics.counters
+    assert c[st.OP_RENAME_DIRECTORY] == 3 and c[st.COMMITTER_DIRECTORY_MOVE_FALLBACKS] == 1
+
+
+@pytest.mark.parametrize("in_c", [True, False], ids=["c", "python"])
+def test_names_in_a_directory(monkeypatch: pytest.MonkeyPatch, in_c: bool) -> None:
+    if not in_c:
+        monkeypatch.setattr(move_directories, "_checks", None)
+    elif importlib.util.find_spec("committer.job.stages._checks") is None:
+        pytest.skip("the C checks were not built here")  # CI builds them: both run there
+    names_in = move_directories._names_in
+    assert names_in(["/d/p=1/a", "/d/p=1/b.csv"], "/d/p=1") == ["a", "b.csv"]
+    assert names_in([], "/d/p=1") == []
+    assert names_in(["/d/p=é/ü"], "/d/p=é") == ["ü"]
+    for bad in (["/d/p=1/a", "/d/p=1/q/b"], ["/d/p=10/a"], ["/d/p=1/"], ["/d/p=1"],
+                ["/d/p=1//a"], ["/e/p=1/a"], ["/d/p=2/a"], ["x"]):
+        assert names_in(bad, "/d/p=1") is None, bad
 
 
 def _with_checksum_files(dest: Path, tasks: dict[int, dict[str, bytes]]) -> None:
