@@ -16,6 +16,9 @@ Trials, each on a freshly generated job in its own process (``benchmarks/trial.p
 - **ceiling**: every file renamed with ``os.rename`` and the emptied task trees removed, by
   ``--ceiling-threads`` threads (the per-file ceiling of ``local-commit``);
 - **dir-ceiling** (own layouts): each task's partition renamed whole with ``os.rename``;
+- **floor** (own layouts): only what the issue's rules make any such commit do, nothing else:
+  parse every manifest (one thread), then one ``fstatat`` per file on as many threads as CPUs
+  (the proof that a directory holds exactly its files); reported with its two parts;
 - **hadoop-manifest** / **hadoop-v1** (skip with ``--no-hadoop``): Hadoop's ManifestCommitter
   and FileOutputCommitter v1 ``commitJob`` from pyspark's jars (``hadoop-local``'s set-up: JVM
   start and a warm-up job untimed).
@@ -83,7 +86,7 @@ def _trial(shape: Shape, kind: str, params: dict[str, Any]) -> dict[str, Any]:
     setup = time.perf_counter() - t0
     quiesce()
     result = run_trial(kind, {"shape": job.to_json(), **params})
-    if kind != "hadoop-v1":
+    if kind not in ("hadoop-v1", "floor"):
         verify_committed(job)
     if kind in ("ours", "hadoop-manifest", "hadoop-v1") \
             and result.get("files_committed") != shape.files:
@@ -108,6 +111,7 @@ def _trials(shape: Shape, args: argparse.Namespace) -> dict[str, tuple[str, dict
     if shape.own_partitions:
         out["dir-ceiling-0"] = ("dir-ceiling", {"threads": 0})
         out["dir-ceiling-2"] = ("dir-ceiling", {"threads": 2})
+        out["floor"] = ("floor", {"threads": os.cpu_count() or 1})
     if not args.no_hadoop:
         out["hadoop-manifest"] = ("hadoop-manifest", {})
         out["hadoop-v1"] = ("hadoop-v1", {})
@@ -197,6 +201,15 @@ def _fmt(s: dict[str, float] | None) -> str:
     return f"{s['median']:.2f} ({s['min']:.2f}-{s['max']:.2f})"
 
 
+def _floor_cell(lay: dict[str, Any]) -> str:
+    reps = [r["floor"] for r in lay["repetitions"] if "floor" in r]
+    if not reps:
+        return "-"
+    parse = median(r["parse_seconds"] for r in reps)
+    proof = median(r["proof_seconds"] for r in reps)
+    return f"{_fmt(lay['elapsed']['floor'])} ({parse:.2f} + {proof:.2f})"
+
+
 def report(result: dict[str, Any]) -> str:
     lines = [f"{result['repeats']} repetitions per layout, trial order rotated; each ratio "
              "computed within a repetition: median (min-max). \"x faster\" = elapsed of the "
@@ -212,6 +225,7 @@ def report(result: dict[str, Any]) -> str:
             (f"{lay['dir_ceiling_variant']}: {_fmt(el[lay['dir_ceiling_variant']])}"
              if lay["dir_ceiling_variant"] else "-"),
             _fmt(el.get("hadoop-manifest")), _fmt(el.get("hadoop-v1")),
+            _floor_cell(lay),
             _fmt(r.get("ours_speedup_vs_file_ceiling")),
             _fmt(r.get("ours_speedup_vs_v1")),
             _fmt(r.get("ours_speedup_vs_hadoop_manifest")),
@@ -220,6 +234,7 @@ def report(result: dict[str, Any]) -> str:
     lines.append(markdown_table(
         ["layout", "files", "ours s", "ours per-file s", "per-file os ceiling s",
          "directory os ceiling s", "Hadoop ManifestCommitter s", "FileOutputCommitter v1 s",
+         "floor s (parse + proof)",
          "ours x faster than per-file ceiling", "x faster than v1",
          "x faster than ManifestCommitter", "load avg before"], rows))
     lines += [

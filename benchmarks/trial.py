@@ -11,6 +11,9 @@ Kinds:
 - ``dir-ceiling``: for a job whose tasks each write one partition of their own, each task's
   partition directory renamed whole with ``os.rename`` and its attempt directory removed
   (what the directory fast path's store calls cost, with nothing read or checked).
+- ``floor``: for the same job, only what issue 15's rules make any directory fast path do:
+  parse every manifest, then stat every file of each task's partition (the engine's C loop);
+  nothing checked, moved or removed (``_floor``).
 - ``ours``: ``JobCommitter.commit()`` of the whole job: list and load the manifests, check every
   entry, create directories, rename, write ``_SUCCESS``, clean up the job directory.
 - ``hadoop-manifest``: Hadoop's own ``ManifestCommitter.commitJob`` (pyspark's hadoop-client-api
@@ -144,6 +147,64 @@ def _directory_ceiling(shape: Shape, threads: int) -> dict[str, Any]:
     os.rmdir(shape.layout.tasks_dir)
     elapsed = time.perf_counter() - t0
     return {"elapsed": elapsed, "base_rss": base, "cpu": cpu.read(), "threads": threads}
+
+
+def _floor(shape: Shape, threads: int) -> dict[str, Any]:
+    """The least a directory fast path must do under issue 15's own rules, with nothing else:
+    parse every manifest (orjson on one thread: parsing holds the GIL, and every manifest is
+    read before anything may move), then one ``fstatat`` per file to prove each task's
+    partition holds its files (the engine's C loop, ``_native.regular_files``, GIL released,
+    ``threads`` threads with contiguous shares). The names are computed in advance, untimed;
+    nothing is checked, moved or removed. Only for ``own_partitions`` jobs."""
+    import orjson
+
+    from committer.store import _native
+
+    if not shape.own_partitions:
+        raise SystemExit("the floor needs a job with own_partitions")
+    tasks: list[TaskPaths] = list(iter_tasks(shape))
+    work_of = [(tp.dirs[0], [src.rpartition("/")[2] for src, _ in tp.renames]) for tp in tasks]
+    manifests = shape.layout.manifests_dir
+    paths = sorted(os.path.join(manifests, n) for n in os.listdir(manifests))
+    found = [0]
+    lock = threading.Lock()
+
+    def prove(share: list[tuple[str, list[str]]]) -> None:
+        n = 0
+        for directory, names in share:
+            fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+            try:
+                n += _native.regular_files(fd, names, [0] * len(names))
+            finally:
+                os.close(fd)
+        with lock:
+            found[0] += n
+
+    gc.collect()
+    base = current_rss_bytes()
+    cpu = CpuMeter()
+    t0 = time.perf_counter()
+    entries = 0
+    for path in paths:
+        with open(path, "rb") as f:
+            entries += len(orjson.loads(f.read())["files"])
+    t1 = time.perf_counter()
+    if threads <= 0:
+        prove(work_of)
+    else:
+        per = -(-len(work_of) // threads)
+        workers = [threading.Thread(target=prove, args=(work_of[i * per: (i + 1) * per],))
+                   for i in range(threads)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+    t2 = time.perf_counter()
+    if entries != shape.files or found[0] != shape.files:
+        raise SystemExit(f"floor: {entries} manifest entries, {found[0]} files proven, "
+                         f"expected {shape.files}")
+    return {"elapsed": t2 - t0, "parse_seconds": t1 - t0, "proof_seconds": t2 - t1,
+            "base_rss": base, "cpu": cpu.read(), "threads": threads}
 
 
 def _ours(shape: Shape, params: dict[str, Any]) -> dict[str, Any]:
@@ -307,6 +368,8 @@ def main(argv: list[str]) -> int:
         out = _ceiling(shape, int(params.get("threads", 0)), bool(params.get("relative")))
     elif kind == "dir-ceiling":
         out = _directory_ceiling(shape, int(params.get("threads", 0)))
+    elif kind == "floor":
+        out = _floor(shape, int(params.get("threads", 0)))
     elif kind == "ours":
         out = _ours(shape, params)
         out["baseline"] = bool(params.get("baseline"))
