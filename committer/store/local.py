@@ -373,7 +373,7 @@ class LocalStore(Store):
             sides = [s for s in map(side_file, names) if s not in files]
             return count if count == len(names) + _regular_files(
                 fd, sides, [None] * len(sides)) else None
-        except (OSError, ValueError):
+        except (OSError, ValueError, OverflowError):  # OverflowError: a size no file can have
             return None
         finally:
             os.close(fd)

@@ -32,6 +32,14 @@ def test_every_item_once_and_results_on_the_calling_thread(runner: str) -> None:
     assert threads == {threading.get_ident()}
 
 
+def test_a_window_of_zero_runs_every_item_inline_in_order() -> None:
+    seen: list[tuple[int, int]] = []
+    with ThreadPoolExecutor(2) as pool:
+        run_parallel(pool, range(5), lambda i: threading.get_ident(), window=0,
+                     on_result=lambda i, ident: seen.append((i, ident)))
+    assert seen == [(i, threading.get_ident()) for i in range(5)]
+
+
 def test_pulled_stops_at_the_first_failure() -> None:
     started: list[int] = []
     lock = threading.Lock()

@@ -426,6 +426,7 @@ def test_directory_holds_exactly_the_named_files(store: LocalStore, tmp_path: Pa
     assert store.directory_holds(str(d), {**want, "a": 3}) is None  # another size
     assert store.directory_holds(str(d), {"a": 2, "c": 0}) is None  # one more than named
     assert store.directory_holds(str(d), {**want, "gone": 0}) is None  # one missing
+    assert store.directory_holds(str(d), {**want, "a": 2**70}) is None  # no file is that big
     assert store.directory_holds(str(tmp_path / "absent"), want) is None
     assert store.count_children(str(d)) == 3
     with pytest.raises(PathNotFoundError):
