@@ -38,10 +38,12 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from benchmarks.common import CpuMeter, current_rss_bytes, peak_rss_bytes
 from benchmarks.jobtree import Shape, TaskPaths, iter_tasks, partition_name
+
+T = TypeVar("T")
 
 
 def _ceiling(shape: Shape, threads: int, relative: bool = False) -> dict[str, Any]:
@@ -107,8 +109,7 @@ def _ceiling(shape: Shape, threads: int, relative: bool = False) -> dict[str, An
             "rmdir_seconds": split[1], "threads": threads, "relative": relative}
 
 
-def _run_shares(work: Callable[[list[TaskPaths]], None], tasks: list[TaskPaths],
-                threads: int) -> None:
+def _run_shares(work: Callable[[list[T]], None], tasks: list[T], threads: int) -> None:
     """``work`` over ``tasks``: on this thread (``threads <= 0``), else one contiguous share
     per thread, as a hand-written ceiling would split the job."""
     if threads <= 0:
@@ -189,16 +190,7 @@ def _floor(shape: Shape, threads: int) -> dict[str, Any]:
         with open(path, "rb") as f:
             entries += len(orjson.loads(f.read())["files"])
     t1 = time.perf_counter()
-    if threads <= 0:
-        prove(work_of)
-    else:
-        per = -(-len(work_of) // threads)
-        workers = [threading.Thread(target=prove, args=(work_of[i * per: (i + 1) * per],))
-                   for i in range(threads)]
-        for w in workers:
-            w.start()
-        for w in workers:
-            w.join()
+    _run_shares(prove, work_of, threads)
     t2 = time.perf_counter()
     if entries != shape.files or found[0] != shape.files:
         raise SystemExit(f"floor: {entries} manifest entries, {found[0]} files proven, "
