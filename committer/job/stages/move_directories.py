@@ -73,11 +73,7 @@ def _mirror(layout: JobLayout, task_attempt_id: str, directory: str) -> str:
 
 def _by_directory(entries: list[RenameEntry], moves: Sequence[DirectoryMove]
                   ) -> dict[str, list[RenameEntry]]:
-    """The entries whose destination lies directly in each move's destination. A task with one
-    candidate directory usually writes nothing else (the ``repartition(col)`` layout): that is
-    checked in C, and spares the loop over every entry."""
-    if len(moves) == 1 and _names_in(list(map(_DEST, entries)), moves[0].dest) is not None:
-        return {moves[0].dest: entries}
+    """The entries whose destination lies directly in each move's destination."""
     out: dict[str, list[RenameEntry]] = {m.dest: [] for m in moves}
     for e in entries:
         bucket = out.get(e[1].rpartition("/")[0])
@@ -86,11 +82,19 @@ def _by_directory(entries: list[RenameEntry], moves: Sequence[DirectoryMove]
     return out
 
 
-def _prove(store: ManagedStore, move: DirectoryMove, mine: list[RenameEntry]) -> int | None:
-    """How many children ``move.source`` holds, when it is the exact mirror of ``mine`` (the
-    entries for ``move.dest``); else ``None``."""
-    expected = _expected(move, mine) if mine else None
-    return None if expected is None else _holds_exactly(store, move.source, expected)
+def _mirrored(moves: Sequence[DirectoryMove], entries: list[RenameEntry]
+              ) -> list[tuple[DirectoryMove, list[RenameEntry], dict[str, int | None] | None]]:
+    """Each move with its entries and their ``name -> size`` (``None``: the source is not
+    their mirror). A task with one candidate directory usually writes nothing else (the
+    ``repartition(col)`` layout): then one check in C covers all of its entries, with no loop
+    to group them."""
+    if len(moves) == 1:
+        expected = _expected(moves[0], entries)
+        if expected is not None:
+            return [(moves[0], entries, expected)]
+    by_dir = _by_directory(entries, moves)
+    return [(m, by_dir[m.dest], _expected(m, by_dir[m.dest]) if by_dir[m.dest] else None)
+            for m in moves]
 
 
 def _names_in(paths: list[str], directory: str) -> list[str] | None:
@@ -163,12 +167,10 @@ def move_task_directories(store: ManagedStore, moves: Sequence[DirectoryMove],
     """Move each of ``moves`` (directories of one task) whole when it holds exactly its
     entries of ``entries`` (all of that task's renames); returns the destinations moved, with
     how many of the entries each held. The others are left to per-file renames."""
-    by_dir = _by_directory(entries, moves)
     moved: dict[str, int] = {}
     tally = Tally()
-    for move in moves:
-        mine = by_dir[move.dest]
-        children = _prove(store, move, mine)
+    for move, mine, expected in _mirrored(moves, entries):
+        children = None if expected is None else _holds_exactly(store, move.source, expected)
         if children is None:
             tally.incr(st.COMMITTER_DIRECTORY_MOVE_FALLBACKS)
             continue
