@@ -57,7 +57,18 @@ class PathExistsError(StoreError, FileExistsError):
 
 
 class TransientStoreError(StoreError):
-    """A failure that a retry may cure: throttling (429/503), timeouts, resets."""
+    """A failure that a retry may cure: throttling (429/503), timeouts, resets.
+
+    ``throttled``: the service refused the request without carrying it out (Azure
+    ``503 ServerBusy``, GCS ``429``), so it can be sent again as it is; otherwise the outcome
+    is unknown (a timeout, a lost answer) and a retry must first look at what is there.
+    ``retry_after``: the seconds the service asked the client to wait (``Retry-After``)."""
+
+    def __init__(self, message: str, path: str = "", *, throttled: bool = False,
+                 retry_after: float | None = None) -> None:
+        super().__init__(message, path)
+        self.throttled = throttled
+        self.retry_after = retry_after
 
 
 class AmbiguousRenameError(StoreError):

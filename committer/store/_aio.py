@@ -1,15 +1,16 @@
-"""Running the cloud backends' coroutines: on the filesystem's own event loop, many at once.
+"""Running the cloud backends' coroutines: on the request loop, many at once.
 
-adlfs and gcsfs each run one asyncio loop in a daemon thread (fsspec's ``get_loop``). A
-synchronous backend call hands a coroutine to that loop and waits; a batch hands it a bounded
-worker pool, so hundreds of requests are in flight on one thread instead of one thread per
-request. Workers pull from the batch in order, so memory is proportional to the concurrency,
-not to the batch size (a 100,000-file commit creates ``limit`` coroutines, not 100,000).
+The cloud backends send their requests on one event loop in a daemon thread
+(``http/loop.py``: uvloop when installed). A synchronous backend call hands a coroutine to that
+loop and waits; a batch hands it a bounded worker pool, so hundreds of requests are in flight
+on one thread instead of one thread per request. Workers pull from the batch in order, so
+memory is proportional to the concurrency, not to the batch size (a 100,000-file commit creates
+``limit`` coroutines, not 100,000).
 
-The aiohttp sessions and SDK clients a store opens on that loop are registered with its
-:class:`AsyncResources` and closed exactly once: by ``close()``, or when the store is garbage
-collected, or at interpreter exit, whichever comes first; aiohttp would otherwise print
-"Unclosed client session" / "Unclosed connector" when it finds one still open.
+The connection pools (and any client with an async ``close()``) a store opens on that loop are
+registered with its :class:`AsyncResources` and closed exactly once: by ``close()``, or when the
+store is garbage collected, or at interpreter exit, whichever comes first, so no connection
+outlives its store.
 """
 
 from __future__ import annotations
@@ -25,10 +26,9 @@ from abc import abstractmethod
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import Any, BinaryIO, Protocol, TypeVar
 
-from fsspec.asyn import sync
-
 from committer.errors import StoreError
 from committer.store.base import FileStatus, Store
+from committer.store.http import loop as _loop
 
 T = TypeVar("T")
 X = TypeVar("X")
@@ -41,8 +41,7 @@ CLOSE_TIMEOUT_S = 10.0
 def run(loop: asyncio.AbstractEventLoop, fn: Callable[..., Coroutine[Any, Any, T]],
         *args: Any) -> T:
     """Run ``fn(*args)`` on ``loop`` (another thread's) and return its result."""
-    result: T = sync(loop, fn, *args)
-    return result
+    return _loop.run(loop, fn, *args)
 
 
 async def map_bounded(
@@ -91,13 +90,13 @@ def _on_loop_thread(loop: asyncio.AbstractEventLoop) -> bool:
 
 
 class AsyncResources:
-    """Sessions and SDK clients (anything with an async ``close()``) one store opened on its
-    event loop; closed in the reverse order of opening, each once.
+    """Connection pools (anything with an async ``close()``) one store opened on its event
+    loop; closed in the reverse order of opening, each once.
 
     ``close()`` waits for the loop (from any other thread); ``close_soon()`` only schedules the
     close, for finalizers, which may run on any thread, the loop's own included. Resources still
-    open at interpreter exit are closed by an ``atexit`` hook while fsspec's loop thread (a
-    daemon) still runs, before aiohttp's own destructors would warn about them."""
+    open at interpreter exit are closed by an ``atexit`` hook while the loop's thread (a daemon)
+    still runs."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -112,6 +111,11 @@ class AsyncResources:
 
     def __len__(self) -> int:
         return len(self._items)
+
+    def items(self) -> list[Any]:
+        """What is open now, in the order it was opened."""
+        with self._lock:
+            return list(self._items)
 
     def _take(self) -> list[Any]:
         with self._lock:
@@ -199,7 +203,7 @@ class UploadOnClose(io.BytesIO):
 
 
 class AsyncStore(Store):
-    """A store whose operations are coroutines on one event loop (adlfs's or gcsfs's).
+    """A store whose operations are coroutines on one event loop (the request loop).
 
     The synchronous interface the engine calls is written once, here: each call runs the
     backend's coroutine on ``_loop`` and maps a foreign exception through ``_classify``.
@@ -220,8 +224,13 @@ class AsyncStore(Store):
 
     @property
     def open_resources(self) -> int:
-        """How many sessions and clients this store holds open (0 after ``close()``)."""
+        """How many connection pools this store holds open (0 after ``close()``)."""
         return len(self._resources)
+
+    @property
+    def resources(self) -> list[Any]:
+        """The connection pools this store holds open (for tests and diagnostics)."""
+        return self._resources.items()
 
     @abstractmethod
     def _classify(self, error: Exception, path: str) -> StoreError:

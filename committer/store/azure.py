@@ -1,19 +1,24 @@
-"""Azure Storage (``abfs://``, ``abfss://``, ``az://``) through adlfs and the Azure SDK.
+"""Azure Storage (``abfs://``, ``abfss://``, ``az://``): Blob and Data Lake REST on the lean path.
 
 adlfs supplies the account connection (connection string, key, SAS, service principal or the
-default credential chain) and its event loop; this backend issues the requests itself, one per
-operation, so that each failure is classified exactly once and retried by the managed store
-(the SDK's own retry policy is switched off for these requests: ``retry_total=0``).
+default credential chain): the backend builds adlfs's filesystem from the storage options and
+takes its endpoint and credential (``http.azure_auth``). The requests themselves are sent by
+this backend on the lean client (``http/``): one request per operation, no client object per
+operation, signed or authorised from what was computed once, on pooled connections, with the
+store's adaptive concurrency limit (``http/limiter.py``). Each failure is classified exactly
+once here and retried by the managed store.
 
 Renames, by account type:
-- **hierarchical namespace (ADLS Gen2)**: the Data Lake rename: atomic, O(1), keeps the etag;
-  the destination condition ``If-None-Match: *`` makes it never replace.
+- **hierarchical namespace (ADLS Gen2)**: the Data Lake rename (Path Create with
+  ``x-ms-rename-source``): atomic, O(1), keeps the etag; the destination condition
+  ``If-None-Match: *`` makes it never replace.
 - **flat Blob storage (and Azurite)**: a server-side Copy Blob (destination condition
   ``If-None-Match: *``) then a Delete of the source. This is *not* atomic: between the two
   requests both names exist, and a crash there leaves both (the copy is complete and identical;
   a repeated commit finishes the job, see ``_complete_half_done_rename``). The copy gets a new
   etag, so an ambiguous rename is proven by the Content-MD5 and size the copy keeps
-  (``Store.identity`` / ``Store.proves_rename``).
+  (``Store.identity`` / ``Store.proves_rename``). In a batch, the sources' deletes go out as
+  Blob Batch requests of up to 256 (one request on the wire for 256 deletes).
 
 Exclusive create is ``Put Blob`` with ``If-None-Match: *`` (409 ``BlobAlreadyExists`` when the
 blob exists), decided by the service. Directories on flat storage are virtual; ``mkdirs``
@@ -27,128 +32,150 @@ import asyncio
 import base64
 import binascii
 import contextlib
-from collections.abc import Awaitable, Iterator, Mapping, Sequence
+import math
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator, Mapping, Sequence
+from email.utils import parsedate_to_datetime
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from committer.errors import PathExistsError, PathNotFoundError, StoreError, TransientStoreError
 from committer.store import register_backend
 from committer.store._aio import AsyncStore, WireFaults, flag_option, map_bounded
 from committer.store.base import FileStatus, Store
 from committer.store.credentials import CONCURRENCY_OPTION, register_options, scrub
+from committer.store.http.azure_auth import AzureAuth, azure_auth, http_date
+from committer.store.http.connection import BodyTooLarge, ConnectionPool, Origin, Response
+from committer.store.http.limiter import AdaptiveLimit
+from committer.store.http.loop import wire_loop
+from committer.store.http.multipart import batch_body, new_boundary, parse_batch_response
 
-__all__ = ["AzureStore", "classify_azure", "open_azure"]
+__all__ = ["API_VERSION", "AzureStore", "azure_error", "open_azure"]
 
-DEFAULT_CONCURRENCY = 256
+#: the REST API version every request names (Blob Batch and the Data Lake rename need
+#: 2018-11-09 or later; Azurite 3.37 and the service both take this one)
+API_VERSION = "2023-11-03"
+DEFAULT_CONCURRENCY = 512
+#: sub-requests per Blob Batch request (the service's limit)
+BATCH_LIMIT = 256
 # Copy Blob of a large source may stay "pending" on real Azure; poll its status, bounded.
 _COPY_POLL_INITIAL_S = 0.05
 _COPY_POLL_MAX_S = 2.0
 _COPY_WAIT_LIMIT_S = 600.0
 _FOLDER_META = "hdi_isfolder"
+_LIST_PAGE = 5000
 _TRANSIENT_CODES = frozenset({"ServerBusy", "OperationTimedOut", "InternalError",
                               "IngressOverAccountLimit", "EgressOverAccountLimit",
                               "TpsOverAccountLimit"})
+# codes and statuses by which the service says it did not do the request: send it again as is
+_THROTTLE_CODES = frozenset({"ServerBusy", "IngressOverAccountLimit", "EgressOverAccountLimit",
+                             "TpsOverAccountLimit"})
+_THROTTLE_STATUS = frozenset({429, 503})
 _TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 _DETECT_ATTEMPTS = 3  # Get Account Information, when it fails transiently
 _DETECT_RETRY_DELAY_S = 0.2
 
 
-class _InjectedHttpError(Exception):
-    """A synthetic HTTP error for the fault layer (``WireFaults``), shaped like the SDK's."""
-
-    def __init__(self, status: int, code: str) -> None:
-        self.status_code = status
-        self.error_code = code
-        super().__init__(f"injected HTTP {status} ({code})")
-
-
-def _error_code(e: BaseException) -> str:
-    """The service's error code of an SDK exception (``x-ms-error-code``), as text."""
-    code = getattr(e, "error_code", None)
-    return str(getattr(code, "value", code) or "")
-
-
-async def _datalake_rename(call: Awaitable[Any], src: str, dst: str) -> None:
-    """Await a Data Lake rename (of a file or a directory), its refusals in the engine's
-    families: the destination there, its parent directory missing (a namespace has real
-    directories: the managed store creates it and retries), or the source missing."""
-    from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
-
+def _retry_after(headers: Mapping[str, str]) -> float | None:
+    raw = headers.get("retry-after", "")
     try:
-        await call
-    except ResourceExistsError:
-        raise PathExistsError(f"rename destination exists: {dst}", dst) from None
-    except ResourceNotFoundError as e:
-        if _error_code(e) == "RenameDestinationParentPathNotFound":
-            raise PathNotFoundError(f"rename destination's directory not found: {dst}",
-                                    dst) from None
-        raise PathNotFoundError(f"rename source not found: {src}", src) from None
+        value = float(raw)
+    except ValueError:
+        return None  # an HTTP date is allowed too; the backoff then decides alone
+    return value if value >= 0 and math.isfinite(value) else None
 
 
-def classify_azure(e: BaseException, path: str) -> StoreError:
-    """Map an Azure SDK / aiohttp exception to the engine's families, secrets scrubbed."""
-    from azure.core.exceptions import (
-        ResourceExistsError,
-        ResourceModifiedError,
-        ResourceNotFoundError,
-        ServiceRequestError,
-        ServiceResponseError,
-    )
+def _message(response: Response) -> str:
+    """The service's own explanation of an error answer, short and scrubbed."""
+    body = response.body[:2000]
+    text = ""
+    if body.lstrip().startswith(b"<"):
+        with contextlib.suppress(ET.ParseError):
+            found = ET.fromstring(body).findtext("Message")
+            text = (found or "").split("\n", 1)[0]
+    elif body.lstrip().startswith(b"{"):
+        import json
 
-    if isinstance(e, StoreError):
-        return e
-    detail = scrub(f"{type(e).__name__}: {e}".splitlines()[0][:500])
-    status = getattr(e, "status_code", None)
-    code = str(getattr(e, "error_code", "") or "")
-    if "." in code:  # StorageErrorCode.SERVER_BUSY -> compare on the value
-        code = getattr(getattr(e, "error_code", None), "value", code)
-    if isinstance(e, ResourceNotFoundError) or status == 404:
-        return PathNotFoundError(f"not found: {path} ({detail})", path)
-    if isinstance(e, ResourceExistsError | ResourceModifiedError) or status in (409, 412):
-        return PathExistsError(f"already exists: {path} ({detail})", path)
-    if (status in _TRANSIENT_STATUS or code in _TRANSIENT_CODES
-            or isinstance(e, ServiceRequestError | ServiceResponseError | TimeoutError
-                          | ConnectionError | asyncio.TimeoutError)
-            or type(e).__module__.startswith("aiohttp")):
-        return TransientStoreError(f"transient failure on {path}: {detail}", path)
-    return StoreError(f"failed on {path}: {detail}", path)
+        with contextlib.suppress(ValueError, AttributeError):
+            text = str(json.loads(body).get("error", {}).get("message", "")).split("\n", 1)[0]
+    return scrub(text[:300])
 
 
-def _md5_hex(raw: Any) -> str | None:
+def azure_error(response: Response, path: str, what: str = "") -> StoreError:
+    """The engine's error family for an error answer of the Blob or Data Lake endpoint."""
+    status, code = response.status, response.header("x-ms-error-code")
+    detail = f"HTTP {status}{f' {code}' if code else ''}"
+    message = _message(response)
+    if message:
+        detail += f": {message}"
+    subject = f"{what} {path}".strip()
+    if status == 404:
+        return PathNotFoundError(f"not found: {subject} ({detail})", path)
+    if status in (409, 412):
+        return PathExistsError(f"already exists: {subject} ({detail})", path)
+    if status in _TRANSIENT_STATUS or code in _TRANSIENT_CODES:
+        throttled = status in _THROTTLE_STATUS or code in _THROTTLE_CODES
+        return TransientStoreError(f"transient failure on {subject}: {detail}", path,
+                                   throttled=throttled, retry_after=_retry_after(response.headers))
+    return StoreError(f"failed on {subject}: {detail}", path)
+
+
+def _is_throttle(response: Response) -> bool:
+    return response.status in _THROTTLE_STATUS or (
+        response.status >= 500 and response.header("x-ms-error-code") in _THROTTLE_CODES)
+
+
+def _md5_hex(raw: str | None) -> str | None:
     if not raw:
         return None
-    if isinstance(raw, str):  # base64 as sent on the wire
-        try:
-            raw = base64.b64decode(raw)
-        except (ValueError, binascii.Error):
-            return None
-    return "md5:" + bytes(raw).hex()
+    try:
+        return "md5:" + base64.b64decode(raw).hex()
+    except (ValueError, binascii.Error):
+        return None
 
 
-def _datalake_credential(credential: Any) -> Any:
-    """The Blob client's credential in a form the Data Lake client accepts.
-
-    adlfs's ``BlobServiceClient`` holds an account key as the *blob* package's
-    ``SharedKeyCredentialPolicy``; the Data Lake package has its own copy of that class and
-    refuses the other (``TypeError: Unsupported credential``), so every Data Lake request on a
-    key-authenticated namespace account failed. The key is handed over as the
-    ``AzureNamedKeyCredential`` both packages take. Tokens and SAS (``None``: the SAS is in
-    the URL) pass unchanged."""
-    name = getattr(credential, "account_name", None)
-    key = getattr(credential, "account_key", None)
-    if name and key and not hasattr(credential, "get_token"):
-        from azure.core.credentials import AzureNamedKeyCredential
-
-        return AzureNamedKeyCredential(str(name), str(key))
-    return credential
+def _timestamp(text: str | None) -> float | None:
+    if not text:
+        return None
+    try:
+        return parsedate_to_datetime(text).timestamp()
+    except (TypeError, ValueError):
+        return None
 
 
-def _is_folder(metadata: Mapping[str, str] | None) -> bool:
-    return bool(metadata) and str((metadata or {}).get(_FOLDER_META, "")).lower() == "true"
+def _blobs(page: ET.Element) -> list[ET.Element]:
+    """The ``Blob`` and ``BlobPrefix`` items of a List Blobs page."""
+    found = page.find("Blobs")
+    return [] if found is None else list(found)
+
+
+def _name(item: ET.Element) -> str:
+    """An item's name; the service percent-encodes names XML cannot carry (``Encoded``)."""
+    element = item.find("Name")
+    if element is None:
+        return ""
+    text = element.text or ""
+    return unquote(text) if element.get("Encoded") == "true" else text
+
+
+class _Endpoint:
+    """One of the account's two endpoints (Blob, Data Lake): its pool and base path."""
+
+    def __init__(self, url: str, max_connections: int) -> None:
+        parts = urlsplit(url)
+        self.origin = Origin.of(url)
+        self.base = parts.path.rstrip("/")  # "/account" on path-style endpoints (emulators)
+        self.url = f"{self.origin.scheme}://{self.origin.host_header}{self.base}"
+        self.max_connections = max_connections
+        self.pool: ConnectionPool | None = None
+
+    def target(self, container: str, key: str) -> str:
+        path = self.base + "/" + quote(container, safe="")
+        return path + "/" + quote(key, safe="/~") if key else path
 
 
 class AzureStore(AsyncStore):
-    """One Azure storage account reached through an adlfs ``AzureBlobFileSystem``."""
+    """One Azure storage account: its Blob endpoint and, with a namespace, its Data Lake one."""
 
     supports_etags = True
 
@@ -168,25 +195,29 @@ class AzureStore(AsyncStore):
         self.scheme = scheme
         self.name = scheme
         self.concurrency = concurrency
-        # bound to the filesystem's loop on first use (asyncio primitives bind lazily)
-        self._in_flight = asyncio.Semaphore(concurrency)
         self.faults = faults
-        self._init_loop(fs.loop)
+        self._init_loop(wire_loop())
         self._netlocs: dict[str, str] = {}
-        self._client: Any = None
-        self._dfs_client: Any = None
-        self._session: Any = None
         self._dfs_url = dfs_url
+        self._auth: AzureAuth | None = None
+        self._blob: _Endpoint | None = None
+        self._dfs: _Endpoint | None = None
+        self._limit = AdaptiveLimit(concurrency)
         self._containers_known: set[str] = set()
         # None: not known yet; asked of the account on first need (``_namespace``), so that
         # opening a store sends nothing and a failure to ask is the first operation's failure,
         # retried and counted by the managed store like any other
         self._hierarchical: bool | None = hierarchical
-        self._namespace_lock = asyncio.Lock()  # one question at a time
+        self._namespace_lock: asyncio.Lock | None = None  # one question at a time
         #: how ``hierarchical`` was decided: "option" (given), "account" (the account said),
         #: "refused" (the credential may not read account information: flat assumed),
         #: "unknown" (not asked yet)
         self.namespace_source = "option" if hierarchical is not None else "unknown"
+
+    @property
+    def limit(self) -> AdaptiveLimit:
+        """The store's adaptive limit of requests in flight (shared by every batch)."""
+        return self._limit
 
     @property
     def hierarchical(self) -> bool:
@@ -222,61 +253,7 @@ class AzureStore(AsyncStore):
     def renames_directories(self, value: bool) -> None:
         raise AttributeError("renames_directories follows the account's namespace")
 
-    def rename_dir(self, src: str, dst: str) -> None:
-        self._do(f"{src} -> {dst}", self._rename_dir, src, dst)
-
-    async def _rename_dir(self, src: str, dst: str) -> None:
-        from azure.core import MatchConditions
-
-        sc, sk = self._split(src)
-        dc, dk = self._split(dst)
-        if not sk or not dk:
-            raise StoreError(f"cannot rename a container: {src} -> {dst}", src)
-        if not await self._namespace():
-            raise StoreError(f"a flat Blob account cannot rename a directory: {src}", src)
-        await self._gate("rename_file")
-        dls = await self._datalake_service()
-        # quoted once, as for a file (see ``_rename``); If-None-Match: * never replaces
-        client = dls.get_directory_client(sc, quote(sk))
-        await _datalake_rename(client.rename_directory(
-            f"{dc}/{dk}", match_condition=MatchConditions.IfMissing), src, dst)
-        await self._gate_after("rename_file")
-
-    async def _namespace(self) -> bool:
-        """``hierarchical`` from inside the loop: asks the account once, on first need."""
-        if self._hierarchical is None:
-            async with self._namespace_lock:
-                if self._hierarchical is None:
-                    self._hierarchical = await self._detect_hns()
-        return self._hierarchical
-
     # -- plumbing ------------------------------------------------------------------------------
-
-    async def _http_session(self) -> Any:
-        """The store's aiohttp session, shared by its Blob and Data Lake clients, with a
-        connection pool as large as the concurrency (aiohttp's default of 100 would cap the
-        requests in flight)."""
-        if self._session is None:
-            import aiohttp
-
-            self._session = self._resources.add(aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self.concurrency + 8)))
-        return self._session
-
-    async def _blob_service(self) -> Any:
-        """Our own client for the account of adlfs's: same URL and credential, but no SDK
-        retries (the managed store retries and counts) and the store's own session."""
-        if self._client is None:
-            from azure.core.pipeline.transport import AioHttpTransport
-            from azure.storage.blob.aio import BlobServiceClient
-
-            base = self.fs.service_client
-            transport = AioHttpTransport(session=await self._http_session(), session_owner=False)
-            self._client = self._resources.add(BlobServiceClient(
-                account_url=base.url, credential=base.credential, transport=transport,
-                retry_total=0,
-            ))
-        return self._client
 
     def dfs_account_url(self) -> str:
         """The account's Data Lake endpoint: ``dfs_url`` when given (emulators, stubs, private
@@ -290,18 +267,85 @@ class AzureStore(AsyncStore):
             return f"{self._dfs_url.rstrip('/')}?{query}"
         return self._dfs_url
 
-    async def _datalake_service(self) -> Any:
-        if self._dfs_client is None:
-            from azure.core.pipeline.transport import AioHttpTransport
-            from azure.storage.filedatalake.aio import DataLakeServiceClient
+    def _authority(self) -> AzureAuth:
+        if self._auth is None:
+            self._auth = azure_auth(self.fs.service_client)
+        return self._auth
 
-            transport = AioHttpTransport(session=await self._http_session(), session_owner=False)
-            self._dfs_client = self._resources.add(DataLakeServiceClient(
-                account_url=self.dfs_account_url(),
-                credential=_datalake_credential(self.fs.service_client.credential),
-                transport=transport, retry_total=0,
-            ))
-        return self._dfs_client
+    def _endpoint(self, dfs: bool) -> _Endpoint:
+        if dfs:
+            if self._dfs is None:
+                self._dfs = _Endpoint(self.dfs_account_url(), self.concurrency + 8)
+            return self._dfs
+        if self._blob is None:
+            self._blob = _Endpoint(str(self.fs.service_client.url), self.concurrency + 8)
+        return self._blob
+
+    def _pool(self, endpoint: _Endpoint) -> ConnectionPool:
+        if endpoint.pool is None:
+            endpoint.pool = self._resources.add(
+                ConnectionPool(endpoint.origin, endpoint.max_connections))
+        return endpoint.pool
+
+    async def _send(self, op: str, method: str, container: str, key: str = "", *,
+                    query: Sequence[tuple[str, str]] = (), headers: Mapping[str, str] | None = None,
+                    body: bytes = b"", dfs: bool = False, max_body: int | None = None,
+                    whole: bool = True) -> Response:
+        """One request to the account; the answer whatever its status. Raises only when no
+        answer came (``TransientStoreError``: connection lost, timeout) or the fault layer
+        says so. ``whole``: the request is the whole operation ``op``, so a fault that loses
+        the operation's answer may strike here (the copy of a two-request rename is not)."""
+        if self.faults is not None and self.faults.before(op):
+            raise TransientStoreError(f"injected: {op} throttled ({self.faults.status})",
+                                      f"{container}/{key}", throttled=True)
+        endpoint = self._endpoint(dfs)
+        pool = self._pool(endpoint)
+        auth = self._authority()
+        path = endpoint.target(container, key) if container else endpoint.base + "/"
+        hdrs = {"x-ms-version": API_VERSION, "x-ms-date": http_date()}
+        if headers:
+            hdrs.update(headers)
+        qs = "&".join([f"{k}={quote(v, safe='')}" for k, v in query])
+        if auth.query:
+            qs = f"{qs}&{auth.query}" if qs else auth.query
+        if auth.signs:
+            signed = dict(hdrs)
+            signed["content-length"] = str(len(body))
+            hdrs["authorization"] = await auth.authorization(method, path, query, signed) or ""
+        else:
+            value = await auth.authorization(method, path, query, hdrs)
+            if value:
+                hdrs["authorization"] = value
+        epoch = await self._limit.acquire()
+        try:
+            response = await pool.request(method, f"{path}?{qs}" if qs else path, hdrs, body,
+                                          max_body=max_body)
+        except BodyTooLarge:
+            self._limit.release(epoch)
+            raise
+        except (OSError, TimeoutError) as e:
+            self._limit.release(epoch)
+            raise TransientStoreError(f"{op} {container}/{key}: no answer ({type(e).__name__}: "
+                                      f"{scrub(str(e))[:300]})", f"{container}/{key}") from None
+        self._limit.release(epoch, _is_throttle(response))
+        if whole:
+            self._lose(op, f"{container}/{key}")
+        return response
+
+    def _lose(self, op: str, path: str) -> None:
+        """The fault layer's lost answer: the operation happened, its caller hears nothing."""
+        if self.faults is not None and self.faults.after(op):
+            raise TransientStoreError(f"injected: the answer to {op} was lost", path)
+
+    async def _namespace(self) -> bool:
+        """``hierarchical`` from inside the loop: asks the account once, on first need."""
+        if self._hierarchical is None:
+            if self._namespace_lock is None:
+                self._namespace_lock = asyncio.Lock()
+            async with self._namespace_lock:
+                if self._hierarchical is None:
+                    self._hierarchical = await self._detect_hns()
+        return self._hierarchical
 
     async def _detect_hns(self) -> bool:
         """Whether the account has a hierarchical namespace, from Get Account Information's
@@ -313,23 +357,26 @@ class AzureStore(AsyncStore):
         dropped connection) is retried a few times and then raised, as the failure of the
         operation that needed the answer (the managed store retries it): guessing "flat" then
         would silently give up the atomic rename on a namespace account."""
-        svc = await self._blob_service()
         delay = _DETECT_RETRY_DELAY_S
         for attempt in range(1, _DETECT_ATTEMPTS + 1):
             try:
-                info = await svc.get_account_information()
-            except Exception as e:
-                error = classify_azure(e, "account information")
-                if not isinstance(error, TransientStoreError):
-                    self.namespace_source = "refused"
-                    return False
-                if attempt == _DETECT_ATTEMPTS:
-                    raise error from None
-                await asyncio.sleep(delay)
-                delay *= 2
-                continue
-            self.namespace_source = "account"
-            return flag_option(info.get("is_hns_enabled"), "is_hns_enabled") is True
+                response = await self._send("account_info", "GET", "",
+                                            query=(("restype", "account"), ("comp", "properties")))
+                error = None if response.status == 200 else azure_error(
+                    response, "account information")
+            except TransientStoreError as e:
+                error = e
+            if error is None:
+                self.namespace_source = "account"
+                return flag_option(response.header("x-ms-is-hns-enabled") or "false",
+                                   "x-ms-is-hns-enabled") is True
+            if not isinstance(error, TransientStoreError):
+                self.namespace_source = "refused"
+                return False
+            if attempt == _DETECT_ATTEMPTS:
+                raise error
+            await asyncio.sleep(delay)
+            delay *= 2
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _split(self, path: str) -> tuple[str, str]:
@@ -347,72 +394,110 @@ class AzureStore(AsyncStore):
         netloc = self._netlocs.get(container, container)
         return f"{self.scheme}://{netloc}/{key}" if key else f"{self.scheme}://{netloc}"
 
-    async def _gate(self, op: str) -> None:
-        if self.faults is not None and self.faults.before(op):
-            raise _InjectedHttpError(self.faults.status, "ServerBusy")
-
-    async def _gate_after(self, op: str) -> None:
-        if self.faults is not None and self.faults.after(op):
-            raise _InjectedHttpError(self.faults.status, "OperationTimedOut")
-
     def _classify(self, error: Exception, path: str) -> StoreError:
-        return classify_azure(error, path)
+        if isinstance(error, BodyTooLarge):
+            return StoreError(f"file is larger than the limit of {error.limit} bytes: {path}",
+                              path)
+        detail = scrub(f"{type(error).__name__}: {error}".splitlines()[0][:500])
+        if isinstance(error, OSError | TimeoutError | asyncio.TimeoutError):
+            return TransientStoreError(f"transient failure on {path}: {detail}", path)
+        return StoreError(f"failed on {path}: {detail}", path)
 
-    def _status(self, container: str, props: Any, is_dir: bool | None = None) -> FileStatus:
-        name = str(props.name).rstrip("/")
-        folder = _is_folder(getattr(props, "metadata", None)) if is_dir is None else is_dir
-        modified = getattr(props, "last_modified", None)
-        if folder:
+    def _from_headers(self, container: str, key: str, headers: Mapping[str, str]) -> FileStatus:
+        if headers.get(f"x-ms-meta-{_FOLDER_META}", "").lower() == "true":
+            return FileStatus(self._url(container, key), 0, True)
+        etag = headers.get("etag", "").strip('"') or None
+        return FileStatus(self._url(container, key), int(headers.get("content-length") or 0),
+                          False, etag, _timestamp(headers.get("last-modified")),
+                          _md5_hex(headers.get("content-md5")))
+
+    def _from_listing(self, container: str, blob: ET.Element) -> FileStatus:
+        name = _name(blob).rstrip("/")
+        props = blob.find("Properties")
+        meta = blob.find("Metadata")
+        folder = meta is not None and (meta.findtext(_FOLDER_META) or "").lower() == "true"
+        if props is not None and props.findtext("ResourceType") == "directory":
+            folder = True
+        if folder or props is None:
             return FileStatus(self._url(container, name), 0, True)
-        settings = getattr(props, "content_settings", None)
-        return FileStatus(
-            self._url(container, name),
-            int(props.size or 0),
-            False,
-            str(props.etag).strip('"') if props.etag else None,
-            modified.timestamp() if modified is not None else None,
-            _md5_hex(getattr(settings, "content_md5", None)),
-        )
+        etag = (props.findtext("Etag") or "").strip('"') or None
+        return FileStatus(self._url(container, name), int(props.findtext("Content-Length") or 0),
+                          False, etag, _timestamp(props.findtext("Last-Modified")),
+                          _md5_hex(props.findtext("Content-MD5")))
 
     # -- reading -------------------------------------------------------------------------------
 
-    async def _stat(self, path: str) -> FileStatus:
-        from azure.core.exceptions import ResourceNotFoundError
+    async def _properties(self, container: str, key: str, op: str = "stat") -> Response | None:
+        """Get Blob Properties; ``None`` when there is no such blob."""
+        response = await self._send(op, "HEAD", container, key)
+        if response.status == 404:
+            return None
+        if response.status != 200:
+            raise azure_error(response, self._url(container, key))
+        return response
 
-        container, key = self._split(path)
-        svc = await self._blob_service()
-        await self._gate("stat")
-        if not key:
-            await svc.get_container_client(container).get_container_properties()
-            return FileStatus(self._url(container, ""), 0, True)
+    async def _list_page(self, container: str, prefix: str, delimiter: bool, marker: str,
+                         op: str, page_size: int = _LIST_PAGE) -> ET.Element:
+        query = [("restype", "container"), ("comp", "list"), ("include", "metadata"),
+                 ("maxresults", str(page_size))]
+        if prefix:
+            query.append(("prefix", prefix))
+        if delimiter:
+            query.append(("delimiter", "/"))
+        if marker:
+            query.append(("marker", marker))
+        response = await self._send(op, "GET", container, query=query)
+        if response.status != 200:
+            raise azure_error(response, self._url(container, prefix.rstrip("/")))
         try:
-            props = await svc.get_blob_client(container, key).get_blob_properties()
-            return self._status(container, props)
-        except ResourceNotFoundError:
-            pass
+            return ET.fromstring(response.body)
+        except ET.ParseError as e:
+            raise StoreError(f"unreadable listing of {self._url(container, prefix)}: {e}",
+                             self._url(container, prefix)) from None
+
+    async def _list_all(self, container: str, prefix: str, delimiter: bool,
+                        op: str) -> Iterator[ET.Element]:
+        """Every page of a listing, fetched in order."""
+        pages: list[ET.Element] = []
+        marker = ""
+        while True:  # pages until the service gives no next marker
+            page = await self._list_page(container, prefix, delimiter, marker, op)
+            pages.append(page)
+            marker = page.findtext("NextMarker") or ""
+            if not marker:
+                return iter(pages)
+
+    async def _stat(self, path: str) -> FileStatus:
+        container, key = self._split(path)
+        if not key:
+            response = await self._send("stat", "GET", container, query=(("restype",
+                                                                         "container"),))
+            if response.status != 200:
+                raise azure_error(response, path)
+            return FileStatus(self._url(container, ""), 0, True)
+        found = await self._properties(container, key)
+        if found is not None:
+            return self._from_headers(container, key, found.headers)
         # No blob: a directory exists if anything is stored below it.
-        cc = svc.get_container_client(container)
-        async for _ in cc.list_blobs(name_starts_with=key + "/", results_per_page=1):
+        page = await self._list_page(container, key + "/", False, "", "stat", page_size=1)
+        if _blobs(page):
             return FileStatus(self._url(container, key), 0, True)
         raise PathNotFoundError(f"not found: {path}", path)
 
     async def _list(self, path: str) -> list[FileStatus]:
         container, key = self._split(path)
-        svc = await self._blob_service()
-        cc = svc.get_container_client(container)
         prefix = key + "/" if key else ""
-        await self._gate("list_dir")
         out: dict[str, FileStatus] = {}
-        async for item in cc.walk_blobs(name_starts_with=prefix, delimiter="/",
-                                        include=["metadata"]):
-            name = str(item.name).rstrip("/")
-            if not name or name == key:
-                continue
-            is_prefix = not hasattr(item, "size")
-            st = self._status(container, item, True if is_prefix else None)
-            # a marker blob and the prefix of its children name the same directory
-            if st.path not in out or st.is_dir:
-                out[st.path] = st
+        for page in await self._list_all(container, prefix, True, "list_dir"):
+            for item in _blobs(page):
+                name = _name(item).rstrip("/")
+                if not name or name == key:
+                    continue
+                st = (FileStatus(self._url(container, name), 0, True) if item.tag == "BlobPrefix"
+                      else self._from_listing(container, item))
+                # a marker blob and the prefix of its children name the same directory
+                if st.path not in out or st.is_dir:
+                    out[st.path] = st
         if not out:
             st = await self._stat(path)  # raises PathNotFoundError when nothing is there
             if not st.is_dir:
@@ -421,15 +506,13 @@ class AzureStore(AsyncStore):
 
     async def _walk(self, root: str) -> list[FileStatus]:
         container, key = self._split(root)
-        svc = await self._blob_service()
-        cc = svc.get_container_client(container)
-        await self._gate("list_dir")
         out: list[FileStatus] = []
-        async for props in cc.list_blobs(name_starts_with=key + "/" if key else "",
-                                         include=["metadata"]):
-            st = self._status(container, props)
-            if not st.is_dir:
-                out.append(st)
+        for page in await self._list_all(container, key + "/" if key else "", False,
+                                         "list_dir"):
+            for item in _blobs(page):
+                st = self._from_listing(container, item)
+                if not st.is_dir:
+                    out.append(st)
         return out
 
     def walk_files(self, root: str) -> Iterator[FileStatus]:
@@ -442,44 +525,45 @@ class AzureStore(AsyncStore):
 
     async def _read(self, path: str, limit: int | None) -> bytes:
         container, key = self._split(path)
-        svc = await self._blob_service()
-        await self._gate("read_bytes")
-        downloader = await svc.get_blob_client(container, key).download_blob()
-        if limit is not None and downloader.size > limit:
-            raise StoreError(f"file is larger than the limit of {limit} bytes: {path}", path)
-        data: bytes = await downloader.readall()
-        return data
+        response = await self._send("read_bytes", "GET", container, key, max_body=limit)
+        if response.status != 200:
+            raise azure_error(response, path)
+        return response.body
 
     # -- writing -------------------------------------------------------------------------------
 
     async def _ensure_container(self, container: str) -> None:
-        from azure.core.exceptions import ResourceExistsError
-
         if container in self._containers_known:
             return
-        svc = await self._blob_service()
-        with contextlib.suppress(ResourceExistsError):  # it exists: what we wanted
-            await svc.get_container_client(container).create_container()
+        response = await self._send("mkdirs", "PUT", container,
+                                    query=(("restype", "container"),))
+        if response.status not in (201, 409):  # 409: it exists, which is what we wanted
+            raise azure_error(response, self._url(container, ""))
         self._containers_known.add(container)
 
-    async def _write(self, path: str, data: bytes, exclusive: bool) -> None:
-        from azure.core.exceptions import ResourceNotFoundError
-
-        container, key = self._split(path)
-        svc = await self._blob_service()
-        bc = svc.get_blob_client(container, key)
-        await self._gate("write_bytes")
-        try:
-            # overwrite=False sends If-None-Match: * -- the service decides, atomically.
-            await bc.upload_blob(data, overwrite=not exclusive)
-        except ResourceNotFoundError:
+    async def _put(self, container: str, key: str, data: bytes, exclusive: bool, op: str,
+                   metadata: Mapping[str, str] | None = None) -> Response:
+        headers = {"x-ms-blob-type": "BlockBlob", "content-type": "application/octet-stream"}
+        if exclusive:
+            headers["if-none-match"] = "*"  # the service decides, atomically
+        for name, value in (metadata or {}).items():
+            headers[f"x-ms-meta-{name}"] = value
+        response = await self._send(op, "PUT", container, key, headers=headers, body=data)
+        if response.status == 404 and response.header("x-ms-error-code") == "ContainerNotFound":
             await self._ensure_container(container)
-            await bc.upload_blob(data, overwrite=not exclusive)
-        await self._gate_after("write_bytes")
+            response = await self._send(op, "PUT", container, key, headers=headers, body=data)
+        return response
+
+    async def _write(self, path: str, data: bytes, exclusive: bool) -> None:
+        container, key = self._split(path)
+        response = await self._put(container, key, data, exclusive, "write_bytes")
+        if response.status not in (200, 201):
+            error = azure_error(response, path)
+            if isinstance(error, PathExistsError):
+                raise PathExistsError(f"file exists: {path}", path)
+            raise error
 
     async def _mkdirs(self, path: str) -> None:
-        from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
-
         container, key = self._split(path)
         await self._ensure_container(container)
         if not key:
@@ -492,24 +576,20 @@ class AzureStore(AsyncStore):
             if not st.is_dir:
                 raise PathExistsError(f"a file exists where a directory must be: {path}", path)
             return
-        svc = await self._blob_service()
-        await self._gate("mkdirs")
         if await self._namespace():
-            dls = await self._datalake_service()
-            await dls.get_directory_client(container, key).create_directory()
+            response = await self._send("mkdirs", "PUT", container, key,
+                                        query=(("resource", "directory"),), dfs=True)
+            if response.status not in (200, 201):
+                raise azure_error(response, path, "create directory")
             return
-        bc = svc.get_blob_client(container, key)
-        try:
-            await bc.upload_blob(b"", overwrite=False, metadata={_FOLDER_META: "true"})
-        except ResourceExistsError:
-            pass  # a concurrent creator: fine if it made a directory
-        except ResourceNotFoundError:
-            await self._ensure_container(container)
-            raise TransientStoreError(f"container was missing, created: {path}", path) from None
+        response = await self._put(container, key, b"", True, "mkdirs", {_FOLDER_META: "true"})
+        # 409: a concurrent creator made it; fine if it made a directory
+        if response.status not in (200, 201, 409):
+            raise azure_error(response, path, "create directory")
 
-    async def _wait_copy(self, dst_client: Any, copy: Mapping[str, Any], path: str) -> None:
+    async def _copy_pending(self, container: str, key: str, copy: Response, path: str) -> None:
         """Real Azure may leave a large copy pending; wait for it, bounded."""
-        status = copy.get("copy_status")
+        status = copy.header("x-ms-copy-status").lower() or None
         delay, waited = _COPY_POLL_INITIAL_S, 0.0
         while status == "pending":
             if waited > _COPY_WAIT_LIMIT_S:
@@ -517,142 +597,259 @@ class AzureStore(AsyncStore):
             await asyncio.sleep(delay)
             waited += delay
             delay = min(delay * 2, _COPY_POLL_MAX_S)
-            props = await dst_client.get_blob_properties()
-            status = props.copy.status
+            found = await self._properties(container, key, "copy")
+            if found is None:
+                raise StoreError(f"copy destination vanished while pending: {path}", path)
+            status = found.header("x-ms-copy-status").lower() or None
         if status not in (None, "success"):
             raise StoreError(f"server-side copy ended {status!r}: {path}", path)
 
-    async def _complete_half_done_rename(self, src_client: Any, dst_client: Any,
-                                         src: str, dst: str) -> bool:
-        """After a copy found ``dst`` present: ``True`` (and the source deleted) if ``dst`` is
-        the finished copy of ``src`` from an earlier attempt of this rename (its recorded copy
-        source is ``src``, sizes and MD5s equal); else ``False``: a genuine conflict."""
-        from azure.core.exceptions import ResourceNotFoundError
+    def _source_url(self, container: str, key: str) -> str:
+        """The copy source: the blob's full URL, with the SAS when that is the credential."""
+        endpoint = self._endpoint(False)
+        query = self._authority().query
+        url = endpoint.url + "/" + quote(container, safe="") + "/" + quote(key, safe="/~")
+        return f"{url}?{query}" if query else url
 
-        try:
-            d = await dst_client.get_blob_properties()
-            s = await src_client.get_blob_properties()
-        except ResourceNotFoundError:
+    async def _complete_half_done_rename(self, sc: str, sk: str, dc: str, dk: str) -> bool:
+        """After a copy found the destination present: ``True`` (and the source deleted) if it
+        is the finished copy of the source from an earlier attempt of this rename (its
+        recorded copy source is the source, sizes and MD5s equal); else ``False``: a genuine
+        conflict."""
+        d = await self._properties(dc, dk, "copy")
+        s = await self._properties(sc, sk, "copy")
+        if d is None or s is None:
             return False
-        copy_source = getattr(d.copy, "source", None) or ""
-        same_source = copy_source.split("?", 1)[0] == src_client.url.split("?", 1)[0]
-        d_md5 = _md5_hex(d.content_settings.content_md5)
-        same_content = d.size == s.size and d_md5 is not None and d_md5 == _md5_hex(
-            s.content_settings.content_md5)
-        if not (same_source and same_content and d.copy.status == "success"):
+        copy_source = unquote(d.header("x-ms-copy-source").split("?", 1)[0])
+        same_source = copy_source == unquote(self._source_url(sc, sk).split("?", 1)[0])
+        d_md5 = _md5_hex(d.header("content-md5"))
+        same_content = (d.header("content-length") == s.header("content-length")
+                        and d_md5 is not None and d_md5 == _md5_hex(s.header("content-md5")))
+        if not (same_source and same_content and d.header("x-ms-copy-status") == "success"):
             return False
-        await src_client.delete_blob()
+        await self._delete_key(sc, sk, "delete_file")
         return True
 
-    async def _rename(self, pair: tuple[str, str], replace: bool = False) -> None:
-        from azure.core import MatchConditions
-        from azure.core.exceptions import ResourceExistsError, ResourceNotFoundError
+    async def _copy(self, src: str, dst: str, replace: bool) -> tuple[str, str] | None:
+        """The copy half of a flat rename: ``(container, key)`` of the source to delete next,
+        or ``None`` when an earlier attempt finished this rename (source already deleted)."""
+        sc, sk = self._split(src)
+        dc, dk = self._split(dst)
+        headers = {"x-ms-copy-source": self._source_url(sc, sk)}
+        if not replace:
+            headers["if-none-match"] = "*"
+        response = await self._send("rename_file", "PUT", dc, dk, headers=headers, whole=False)
+        if response.status in (409, 412):
+            if await self._complete_half_done_rename(sc, sk, dc, dk):
+                return None
+            raise PathExistsError(f"rename destination exists: {dst}", dst)
+        if response.status == 404:
+            raise PathNotFoundError(f"rename source not found: {src}", src)
+        if response.status not in (200, 201, 202):
+            raise azure_error(response, dst, "copy to")
+        await self._copy_pending(dc, dk, response, dst)
+        return sc, sk
 
-        src, dst = pair
+    async def _datalake_rename(self, src: str, dst: str, replace: bool, op: str) -> None:
+        """The Data Lake rename of a file or a directory (Path Create with
+        ``x-ms-rename-source``), its refusals in the engine's families: the destination there,
+        its parent directory missing (a namespace has real directories: the managed store
+        creates it and retries), or the source missing."""
         sc, sk = self._split(src)
         dc, dk = self._split(dst)
         if not sk or not dk:
             raise StoreError(f"cannot rename a container: {src} -> {dst}", src)
-        await self._gate("rename_file")
-        if await self._namespace():
-            dls = await self._datalake_service()
-            # The SDK sends the rename source as ``quote(unquote(path_name))``: a name with a
-            # literal "%XX" (a Hive-escaped partition value, "p=a%3Ab") would be decoded first
-            # and name another path (404 SourcePathNotFound). Handing it the name quoted once
-            # makes that header exactly ``quote(sk)``; this client only sends the rename,
-            # whose request goes to the destination's URL.
-            fc = dls.get_file_client(sc, quote(sk))
-            kwargs: dict[str, Any] = {} if replace else {
-                "match_condition": MatchConditions.IfMissing}
-            await _datalake_rename(fc.rename_file(f"{dc}/{dk}", **kwargs), src, dst)
-            await self._gate_after("rename_file")
+        # quoted once (a literal "%3A" in a name is sent as "%253A"); the service decodes once
+        source = f"/{quote(sc, safe='')}/{quote(sk, safe='/~')}"
+        sas = self._authority().query
+        headers = {"x-ms-rename-source": f"{source}?{sas}" if sas else source}
+        if not replace:
+            headers["if-none-match"] = "*"
+        response = await self._send(op, "PUT", dc, dk, query=(("mode", "legacy"),),
+                                    headers=headers, dfs=True)
+        if response.status in (200, 201):
             return
-        svc = await self._blob_service()
-        src_client = svc.get_blob_client(sc, sk)
-        dst_client = svc.get_blob_client(dc, dk)
-        kwargs = {} if replace else {"match_condition": MatchConditions.IfMissing}
-        try:
-            copy = await dst_client.start_copy_from_url(src_client.url, **kwargs)
-        except ResourceExistsError:
-            if await self._complete_half_done_rename(src_client, dst_client, src, dst):
-                return
-            raise PathExistsError(f"rename destination exists: {dst}", dst) from None
-        except ResourceNotFoundError:
-            raise PathNotFoundError(f"rename source not found: {src}", src) from None
-        await self._wait_copy(dst_client, copy, dst)
-        await self._gate("delete_file")
-        # not found: an earlier attempt deleted it after the copy: the rename is complete
-        with contextlib.suppress(ResourceNotFoundError):
-            await src_client.delete_blob()
-        await self._gate_after("rename_file")
+        code = response.header("x-ms-error-code")
+        if response.status == 409 and code in ("PathAlreadyExists", "PathConflict",
+                                               "DestinationPathIsBeingDeleted"):
+            raise PathExistsError(f"rename destination exists: {dst}", dst)
+        if response.status == 404:
+            if code == "RenameDestinationParentPathNotFound":
+                raise PathNotFoundError(f"rename destination's directory not found: {dst}", dst)
+            raise PathNotFoundError(f"rename source not found: {src}", src)
+        raise azure_error(response, f"{src} -> {dst}", "rename")
+
+    async def _rename(self, pair: tuple[str, str], replace: bool = False) -> None:
+        src, dst = pair
+        if not self._split(src)[1] or not self._split(dst)[1]:
+            raise StoreError(f"cannot rename a container: {src} -> {dst}", src)
+        if await self._namespace():
+            await self._datalake_rename(src, dst, replace, "rename_file")
+            return
+        source = await self._copy(src, dst, replace)
+        if source is not None:
+            # not found: an earlier attempt deleted it after the copy: the rename is complete
+            await self._delete_key(*source, "delete_file")
+        self._lose("rename_file", dst)
+
+    def rename_dir(self, src: str, dst: str) -> None:
+        self._do(f"{src} -> {dst}", self._rename_dir, src, dst)
+
+    async def _rename_dir(self, src: str, dst: str) -> None:
+        if not await self._namespace():
+            raise StoreError(f"a flat Blob account cannot rename a directory: {src}", src)
+        await self._datalake_rename(src, dst, False, "rename_file")
 
     async def _rename_batch(self, pairs: Sequence[tuple[str, str]]) -> list[BaseException | None]:
-        results = await map_bounded(self._limited_rename, pairs, self.concurrency)
-        return [None if r is None else classify_azure(r, f"{p[0]} -> {p[1]}")
-                for p, r in zip(pairs, results, strict=True)]
+        if await self._namespace():
+            async def rename(pair: tuple[str, str]) -> None:
+                await self._datalake_rename(pair[0], pair[1], False, "rename_file")
 
-    async def _limited_rename(self, pair: tuple[str, str]) -> None:
-        # One limit for the whole store: the engine runs several batches at once (one per
-        # worker thread), and ``concurrency`` means requests in flight, not per batch.
-        async with self._in_flight:
-            await self._rename(pair)
+            return await map_bounded(rename, pairs, self.concurrency)
+        # Flat: every copy first, then the copied sources' deletes in Blob Batch requests.
+        sources: list[tuple[str, str] | None] = [None] * len(pairs)
+
+        async def copy(i: int) -> None:
+            sources[i] = await self._copy(pairs[i][0], pairs[i][1], False)
+
+        results = await map_bounded(copy, range(len(pairs)), self.concurrency)
+        to_delete = [i for i, r in enumerate(results) if r is None and sources[i] is not None]
+        deleted = await self._delete_many([sources[i] for i in to_delete])  # type: ignore[misc]
+        for i, error in zip(to_delete, deleted, strict=True):
+            results[i] = error
+        for i, r in enumerate(results):
+            if r is None:
+                try:
+                    self._lose("rename_file", pairs[i][1])
+                except TransientStoreError as e:
+                    results[i] = e
+        return results
 
     # -- deleting ------------------------------------------------------------------------------
 
-    async def _delete_key(self, container: str, key: str) -> bool:
-        from azure.core.exceptions import ResourceNotFoundError
-
-        svc = await self._blob_service()
-        await self._gate("delete_file")
-        try:
-            await svc.get_blob_client(container, key).delete_blob()
-        except ResourceNotFoundError:
+    async def _delete_key(self, container: str, key: str, op: str) -> bool:
+        response = await self._send(op, "DELETE", container, key)
+        if response.status == 404:
             return False
+        if response.status not in (200, 202):
+            raise azure_error(response, self._url(container, key), "delete")
         return True
+
+    async def _delete_many(self, blobs: Sequence[tuple[str, str]]) -> list[BaseException | None]:
+        """Delete blobs (a missing one is fine), ``BATCH_LIMIT`` to a Blob Batch request; one
+        result per blob: ``None`` or its error. A single blob goes as a plain Delete."""
+        results: list[BaseException | None] = [None] * len(blobs)
+        if len(blobs) == 1:
+            try:
+                await self._delete_key(*blobs[0], "delete_file")
+            except StoreError as e:
+                results[0] = e
+            return results
+        groups = [list(range(i, min(i + BATCH_LIMIT, len(blobs))))
+                  for i in range(0, len(blobs), BATCH_LIMIT)]
+
+        async def one_batch(group: list[int]) -> None:
+            try:
+                answers = await self._batch_delete([blobs[i] for i in group])
+            except StoreError as e:
+                for i in group:
+                    results[i] = e
+                return
+            for i, error in zip(group, answers, strict=True):
+                results[i] = error
+
+        await map_bounded(one_batch, groups, self.concurrency)
+        return results
+
+    async def _batch_delete(self, blobs: Sequence[tuple[str, str]]) -> list[StoreError | None]:
+        """One Blob Batch request deleting ``blobs`` (all in one container); a result per
+        blob."""
+        endpoint = self._endpoint(False)
+        auth = self._authority()
+        date = http_date()
+        parts: list[bytes] = []
+        for container, key in blobs:
+            path = endpoint.target(container, key)
+            headers = {"x-ms-date": date}
+            lines = ""
+            if auth.query:
+                path = f"{path}?{auth.query}"
+            if auth.signs or not auth.query:
+                value = await auth.authorization(
+                    "DELETE", endpoint.target(container, key), (),
+                    {"x-ms-date": date, "content-length": "0"})
+                if value:
+                    lines = f"authorization: {value}\r\n"
+            parts.append((f"DELETE {path} HTTP/1.1\r\nx-ms-date: {headers['x-ms-date']}\r\n"
+                          f"{lines}content-length: 0\r\n\r\n").encode())
+        boundary = new_boundary()
+        body = batch_body(boundary, parts)
+        epoch = self._limit.epoch
+        response = await self._send(
+            "delete_file", "POST", blobs[0][0], query=(("restype", "container"), ("comp", "batch")),
+            headers={"content-type": f"multipart/mixed; boundary={boundary}"}, body=body)
+        if response.status != 202:
+            raise azure_error(response, "(batch of deletes)", "batch")
+        try:
+            answers = parse_batch_response(response.header("content-type"), response.body)
+        except ValueError as e:
+            raise StoreError(f"unreadable Blob Batch answer: {e}") from None
+        out: list[StoreError | None] = [
+            TransientStoreError(f"no answer in the batch for {self._url(*b)}", self._url(*b))
+            for b in blobs]
+        throttled = False
+        for answer in answers:
+            try:
+                i = int(answer.content_id)
+            except ValueError:
+                continue
+            if not 0 <= i < len(blobs):
+                continue
+            if answer.status in (200, 202, 404):  # 404: already gone, as wanted
+                out[i] = None
+                continue
+            sub = Response(answer.status, "", answer.headers, answer.body)
+            throttled = throttled or _is_throttle(sub)
+            out[i] = azure_error(sub, self._url(*blobs[i]), "delete")
+        if throttled:  # a throttled sub-request steers the limit as a throttled request does
+            self._limit.throttled_answer(epoch)
+        return out
 
     async def _delete_file(self, path: str) -> bool:
         container, key = self._split(path)
-        return await self._delete_key(container, key)
+        return await self._delete_key(container, key, "delete_file")
 
     async def _delete_tree(self, path: str) -> bool:
-        from azure.core.exceptions import ResourceNotFoundError
-
         container, key = self._split(path)
-        svc = await self._blob_service()
         if not key:
             raise StoreError(f"refusing to delete a whole container: {path}", path)
         if await self._namespace():
-            dls = await self._datalake_service()
-            await self._gate("delete_tree")
-            try:
-                await dls.get_directory_client(container, key).delete_directory()
-            except ResourceNotFoundError:
+            response = await self._send("delete_tree", "DELETE", container, key,
+                                        query=(("recursive", "true"),), dfs=True)
+            if response.status == 404:
                 return False
+            if response.status not in (200, 202):
+                raise azure_error(response, path, "delete")
             return True
-        cc = svc.get_container_client(container)
-        await self._gate("list_dir")
-        names = [b.name async for b in cc.list_blobs(name_starts_with=key + "/")]
-        # deepest first, so a directory marker goes after what is below it
-        names.sort(key=lambda n: n.count("/"), reverse=True)
-        names.append(key)  # the marker of the directory itself, if any
-
-        found = False
-
-        async def one(name: str) -> None:
-            nonlocal found
-            async with self._in_flight:
-                if await self._delete_key(container, name):
-                    found = True
-
-        results = await map_bounded(one, names, self.concurrency)
-        for r in results:
-            if r is not None:
-                raise r
-        return found
+        names = [(container, key)]  # the marker of the directory itself, if any
+        for page in await self._list_all(container, key + "/", False, "list_dir"):
+            for item in _blobs(page):
+                names.append((container, _name(item)))
+        listed = len(names) > 1
+        # one marker alone needs a plain delete to tell whether it was there
+        if not listed:
+            return await self._delete_key(container, key, "delete_tree")
+        for error in await self._delete_many(names):
+            if error is not None:
+                raise error
+        return True
 
     def close(self) -> None:
         super().close()
-        self._client = self._dfs_client = self._session = None
+        if self._blob is not None:
+            self._blob.pool = None
+        if self._dfs is not None:
+            self._dfs.pool = None
 
 
 def open_azure(location: str, options: Mapping[str, Any]) -> AzureStore:

@@ -1,10 +1,12 @@
-"""Google Cloud Storage (``gs://``) through gcsfs's credentials and event loop.
+"""Google Cloud Storage (``gs://``): the JSON API on the lean path, with gcsfs's credentials.
 
 gcsfs supplies authentication (service-account key file, application default credentials,
-``anon`` for emulators) and its loop; this backend sends the JSON API requests itself, one
-attempt each, on its own aiohttp session sized to the concurrency, so that throttling is
-retried and counted once, by the managed store (gcsfs's ``_request`` would retry 5xx six times
-with sleeps of up to 32 s, invisibly).
+``anon`` for emulators); this backend sends the JSON API requests itself on the lean client
+(``http/``), one attempt each, on pooled connections under the store's adaptive concurrency
+limit, so that throttling is retried and counted once, by the managed store (gcsfs's
+``_request`` would retry 5xx six times with sleeps of up to 32 s, invisibly). The token is kept
+until shortly before it expires (``http/gcs_auth.py``). In a batch of renames the sources'
+deletes go out through the JSON API's batch endpoint, up to 100 to a request.
 
 It constructs ``gcsfs.core.GCSFileSystem`` directly: gcsfs 2026.10's default "extended"
 filesystem probes each bucket over gRPC with TLS, which against a plain-http endpoint retries
@@ -33,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import math
 import os
 import uuid
 from collections.abc import Mapping, Sequence
@@ -50,38 +53,64 @@ from committer.store import register_backend
 from committer.store._aio import AsyncStore, WireFaults, flag_option, map_bounded
 from committer.store.base import FileStatus
 from committer.store.credentials import CONCURRENCY_OPTION, register_options, scrub
+from committer.store.http.connection import BodyTooLarge, ConnectionPool, Origin, Response
+from committer.store.http.gcs_auth import GcsToken
+from committer.store.http.limiter import AdaptiveLimit
+from committer.store.http.loop import wire_loop
+from committer.store.http.multipart import batch_body, new_boundary, parse_batch_response
 
 __all__ = ["GcsHttpError", "GcsStore", "open_gcs"]
 
-DEFAULT_CONCURRENCY = 256
+DEFAULT_CONCURRENCY = 512
+#: calls in one request to the batch endpoint (the service's limit)
+BATCH_LIMIT = 100
 _TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+# statuses by which the service says it did not do the request: send it again as is
+_THROTTLE_STATUS = frozenset({429, 503})
 _REWRITE_ROUNDS_LIMIT = 10_000  # a rewrite of a huge object takes several calls; bounded
 _BOUNDARY = "committer-multipart-boundary-7c1f"
 _CHECK_LISTING_LIMIT = 10_000  # entries of one directory listed to check destinations
 
 
 class GcsHttpError(Exception):
-    """A non-success answer of the JSON API (or one injected through ``WireFaults``)."""
+    """A non-success answer of the JSON API (or one injected through ``WireFaults``);
+    ``lost``: the request was carried out and its answer lost (injected)."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, *, retry_after: float | None = None,
+                 lost: bool = False) -> None:
         self.status = status
+        self.retry_after = retry_after
+        self.lost = lost
         super().__init__(f"HTTP {status}: {message}")
 
 
 def classify_gcs(e: BaseException, path: str) -> StoreError:
     if isinstance(e, StoreError):
         return e
+    if isinstance(e, BodyTooLarge):
+        return StoreError(f"file is larger than the limit of {e.limit} bytes: {path}", path)
     detail = scrub(f"{type(e).__name__}: {e}".splitlines()[0][:500])
     status = getattr(e, "status", None)
     if status == 404:
         return PathNotFoundError(f"not found: {path} ({detail})", path)
     if status in (409, 412):
         return PathExistsError(f"already exists: {path} ({detail})", path)
-    if (status in _TRANSIENT_STATUS
-            or isinstance(e, TimeoutError | ConnectionError | asyncio.TimeoutError)
-            or type(e).__module__.startswith("aiohttp")):
+    if status in _TRANSIENT_STATUS:
+        throttled = status in _THROTTLE_STATUS and not getattr(e, "lost", False)
+        return TransientStoreError(f"transient failure on {path}: {detail}", path,
+                                   throttled=throttled,
+                                   retry_after=getattr(e, "retry_after", None))
+    if isinstance(e, TimeoutError | OSError | asyncio.TimeoutError):
         return TransientStoreError(f"transient failure on {path}: {detail}", path)
     return StoreError(f"failed on {path}: {detail}", path)
+
+
+def _retry_after(response: Response) -> float | None:
+    try:
+        value = float(response.header("retry-after"))
+    except ValueError:
+        return None
+    return value if value >= 0 and math.isfinite(value) else None
 
 
 def _checksum(obj: Mapping[str, Any]) -> str | None:
@@ -124,18 +153,26 @@ class GcsStore(AsyncStore):
             raise ValueError("concurrency must be at least 1")
         self.fs = fs
         self.concurrency = concurrency
-        # bound to the filesystem's loop on first use (asyncio primitives bind lazily)
-        self._in_flight = asyncio.Semaphore(concurrency)
-        self._probe_lock = asyncio.Lock()
+        self._limit = AdaptiveLimit(concurrency)
+        self._probe_lock: asyncio.Lock | None = None
         self.trust_preconditions = trust_preconditions
         self.faults = faults
-        self._init_loop(fs.loop)
-        self._session: Any = None
+        self._init_loop(wire_loop())
+        self._pool: ConnectionPool | None = None
+        self._token = GcsToken(fs.credentials)
         self._move_supported: bool | None = None  # None: not yet tried
         self._buckets_known: set[str] = set()
         location = str(fs._location).rstrip("/")
-        self._api = f"{location}/storage/v1"
-        self._upload = f"{location}/upload/storage/v1"
+        self._origin = Origin.of(location)
+        base = urlsplit(location).path.rstrip("/")
+        self._api = f"{base}/storage/v1"
+        self._upload = f"{base}/upload/storage/v1"
+        self._batch = f"{base}/batch/storage/v1"
+
+    @property
+    def limit(self) -> AdaptiveLimit:
+        """The store's adaptive limit of requests in flight (shared by every batch)."""
+        return self._limit
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -156,35 +193,51 @@ class GcsStore(AsyncStore):
     def _obj(bucket: str, key: str) -> str:
         return f"b/{quote(bucket, safe='')}/o/{quote(key, safe='')}"
 
-    async def _http(self) -> Any:
-        if self._session is None:
-            import aiohttp
-
-            self._session = self._resources.add(aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=self.concurrency + 8),
-                timeout=aiohttp.ClientTimeout(total=300, sock_connect=30),
-            ))
-        return self._session
+    def _connections(self) -> ConnectionPool:
+        if self._pool is None:
+            self._pool = self._resources.add(ConnectionPool(self._origin, self.concurrency + 8))
+        return self._pool
 
     async def _request(
         self, op: str, method: str, url: str, *, params: Mapping[str, str] | None = None,
         body: bytes | None = None, headers: Mapping[str, str] | None = None,
         limit: int | None = None,
     ) -> tuple[int, bytes]:
-        """One HTTP request, no retries; a non-2xx answer raises :class:`GcsHttpError`."""
+        """One HTTP request (``url``: the path below the endpoint), no retries; a non-2xx
+        answer raises :class:`GcsHttpError`, no answer a ``TransientStoreError``."""
         if self.faults is not None and self.faults.before(op):
             raise GcsHttpError(self.faults.status, "injected: backend busy")
-        session = await self._http()
-        hdrs = dict(self.fs._get_headers(dict(headers or {})))
-        async with session.request(method, url, params=params, data=body, headers=hdrs) as r:
-            if limit is not None and r.content_length is not None and r.content_length > limit:
-                raise StoreError(f"file is larger than the limit of {limit} bytes", url)
-            content = await r.read()
-            if r.status >= 300:
-                raise GcsHttpError(r.status, _error_message(content))
+        response = await self._send(method, url, params, body or b"", headers, limit, op)
+        if response.status >= 300:
+            raise GcsHttpError(response.status, _error_message(response.body),
+                               retry_after=_retry_after(response))
         if self.faults is not None and self.faults.after(op):
-            raise GcsHttpError(self.faults.status, "injected: answer lost after the request")
-        return r.status, content
+            raise GcsHttpError(self.faults.status, "injected: answer lost after the request",
+                               lost=True)
+        return response.status, response.body
+
+    async def _send(self, method: str, url: str, params: Mapping[str, str] | None, body: bytes,
+                    headers: Mapping[str, str] | None, limit: int | None, op: str) -> Response:
+        pool = self._connections()
+        hdrs = dict(await self._token.headers())
+        if headers:
+            hdrs.update(headers)
+        target = url
+        if params:
+            target += "?" + "&".join([f"{k}={quote(str(v), safe='')}"
+                                      for k, v in params.items()])
+        epoch = await self._limit.acquire()
+        try:
+            response = await pool.request(method, target, hdrs, body, max_body=limit)
+        except BodyTooLarge:
+            self._limit.release(epoch)
+            raise
+        except (OSError, TimeoutError) as e:
+            self._limit.release(epoch)
+            raise TransientStoreError(f"{op} {url}: no answer ({type(e).__name__}: "
+                                      f"{scrub(str(e))[:300]})", url) from None
+        self._limit.release(epoch, response.status in _THROTTLE_STATUS)
+        return response
 
     async def _json(self, op: str, method: str, url: str, **kw: Any) -> dict[str, Any]:
         _, content = await self._request(op, method, url, **kw)
@@ -386,8 +439,11 @@ class GcsStore(AsyncStore):
             raise
         return True
 
-    async def _rename(self, pair: tuple[str, str], replace: bool = False,
-                      known_absent: frozenset[str] = frozenset()) -> None:
+    async def _rewrite(self, pair: tuple[str, str], replace: bool,
+                       known_absent: frozenset[str] = frozenset()) -> tuple[str, str] | None:
+        """A rename but for the source's delete: the move (done), or the rewrite. Returns
+        ``(bucket, key)`` of the source to delete next, or ``None`` when nothing is left to do
+        (moved; or an earlier attempt finished the rename)."""
         src, dst = pair
         sb, sk = self._split(src)
         db, dk = self._split(dst)
@@ -395,12 +451,12 @@ class GcsStore(AsyncStore):
             raise StoreError(f"cannot rename a bucket: {src} -> {dst}", src)
         try:
             if sb == db and await self._move(sb, sk, dk, replace):
-                return
+                return None
             if not replace and not self.trust_preconditions and dst not in known_absent:
                 found = await self._get_object(db, dk)
                 if found is not None:  # the endpoint ignores ifGenerationMatch on rewrite
                     await self._complete_half_done(sb, sk, dk, src, dst, found)
-                    return
+                    return None
             params: dict[str, str] = {} if replace else {"ifGenerationMatch": "0"}
             url = (f"{self._api}/{self._obj(sb, sk)}/rewriteTo/"
                    f"{self._obj(db, dk)}")
@@ -419,14 +475,24 @@ class GcsStore(AsyncStore):
                 raise PathNotFoundError(f"rename source not found: {src}", src) from None
             if e.status in (409, 412) and not replace:
                 await self._complete_half_done(sb, sk, dk, src, dst)
-                return
+                return None
             raise
         # The source lives in a task attempt directory only its own attempt writes, and the
-        # rewrite answer does not name the generation it copied, so this delete is unconditioned;
+        # rewrite answer does not name the generation it copied, so its delete is unconditioned;
         # the destination side, where other writers can be, is the one the precondition guards.
-        await self._delete_object(sb, sk)
-        if self.faults is not None and self.faults.after("rename_file"):
-            raise GcsHttpError(self.faults.status, "injected: rename answer lost")
+        return sb, sk
+
+    def _lose(self, op: str) -> None:
+        """The fault layer's lost answer: the operation happened, its caller hears nothing."""
+        if self.faults is not None and self.faults.after(op):
+            raise GcsHttpError(self.faults.status, f"injected: {op} answer lost", lost=True)
+
+    async def _rename(self, pair: tuple[str, str], replace: bool = False,
+                      known_absent: frozenset[str] = frozenset()) -> None:
+        source = await self._rewrite(pair, replace, known_absent)
+        if source is not None:
+            await self._delete_object(*source)
+        self._lose("rename_file")
 
     async def _absent_destinations(self, pairs: Sequence[tuple[str, str]]) -> frozenset[str]:
         """Destinations of ``pairs`` that a listing of their parent directories shows absent.
@@ -460,37 +526,113 @@ class GcsStore(AsyncStore):
                 params["pageToken"] = token
             absent.update(d for d in groups[group] if self._split(d)[1] not in existing)
 
-        async def limited(group: tuple[str, str]) -> None:
-            async with self._in_flight:
-                await check(group)
-
         # a failed listing only means those files get the per-file check
-        await map_bounded(limited, list(groups), self.concurrency)
+        await map_bounded(check, list(groups), self.concurrency)
         return frozenset(absent)
 
     async def _rename_batch(self, pairs: Sequence[tuple[str, str]]) -> list[BaseException | None]:
         absent: frozenset[str] = frozenset()
         if not self.trust_preconditions:
             absent = await self._absent_destinations(pairs)
+        sources: list[tuple[str, str] | None] = [None] * len(pairs)
 
-        async def limited(pair: tuple[str, str]) -> None:
-            # One limit for the whole store: the engine runs several batches at once (one per
-            # worker thread), and ``concurrency`` means requests in flight, not per batch.
-            async with self._in_flight:
-                await self._rename(pair, False, absent)
+        async def rewrite(i: int) -> None:
+            sources[i] = await self._rewrite(pairs[i], False, absent)
 
+        indexes = range(len(pairs))
         first: list[BaseException | None] = []
         if self._move_supported is None and pairs:
             # Learn whether the move API exists with one rename before starting hundreds:
             # on a store that refuses it every request in flight would be refused once.
+            if self._probe_lock is None:
+                self._probe_lock = asyncio.Lock()
             async with self._probe_lock:
                 if self._move_supported is None:
-                    first = await map_bounded(limited, pairs[:1], 1)
-        results = first + await map_bounded(limited, pairs[len(first):], self.concurrency)
+                    first = await map_bounded(rewrite, indexes[:1], 1)
+        results = first + await map_bounded(rewrite, indexes[len(first):], self.concurrency)
+        # then the rewritten sources' deletes, through the batch endpoint
+        to_delete = [i for i, r in enumerate(results) if r is None and sources[i] is not None]
+        deleted = await self._delete_many([sources[i] for i in to_delete])  # type: ignore[misc]
+        for i, error in zip(to_delete, deleted, strict=True):
+            results[i] = error
+        for i, r in enumerate(results):
+            if r is None:
+                try:
+                    self._lose("rename_file")
+                except GcsHttpError as e:
+                    results[i] = e
         return [None if r is None else classify_gcs(r, f"{p[0]} -> {p[1]}")
                 for p, r in zip(pairs, results, strict=True)]
 
     # -- deleting ------------------------------------------------------------------------------
+
+    async def _delete_many(self, objects: Sequence[tuple[str, str]]
+                           ) -> list[BaseException | None]:
+        """Delete objects (a missing one is fine), ``BATCH_LIMIT`` to a request of the batch
+        endpoint; one result per object. A single object goes as a plain DELETE."""
+        results: list[BaseException | None] = [None] * len(objects)
+        if len(objects) == 1:
+            try:
+                await self._delete_object(*objects[0])
+            except (GcsHttpError, StoreError) as e:
+                results[0] = e
+            return results
+        groups = [list(range(i, min(i + BATCH_LIMIT, len(objects))))
+                  for i in range(0, len(objects), BATCH_LIMIT)]
+
+        async def one_batch(group: list[int]) -> None:
+            try:
+                answers = await self._batch_delete([objects[i] for i in group])
+            except (GcsHttpError, StoreError) as e:
+                for i in group:
+                    results[i] = e
+                return
+            for i, error in zip(group, answers, strict=True):
+                results[i] = error
+
+        await map_bounded(one_batch, groups, self.concurrency)
+        return results
+
+    async def _batch_delete(self, objects: Sequence[tuple[str, str]]
+                            ) -> list[BaseException | None]:
+        """One request to the batch endpoint deleting ``objects``; a result per object."""
+        if self.faults is not None and self.faults.before("delete_file"):
+            raise GcsHttpError(self.faults.status, "injected: backend busy")
+        parts = [(f"DELETE {self._api}/{self._obj(b, k)} HTTP/1.1\r\n"
+                  f"Host: {self._origin.host_header}\r\n\r\n").encode()
+                 for b, k in objects]
+        boundary = new_boundary("batch_")
+        body = batch_body(boundary, parts, angle_ids=True, binary=False)
+        epoch = self._limit.epoch
+        response = await self._send(
+            "POST", self._batch, None, body,
+            {"Content-Type": f"multipart/mixed; boundary={boundary}"}, None, "delete_file")
+        if response.status >= 300:
+            raise GcsHttpError(response.status, _error_message(response.body),
+                               retry_after=_retry_after(response))
+        try:
+            answers = parse_batch_response(response.header("content-type"), response.body)
+        except ValueError as e:
+            raise StoreError(f"unreadable batch answer: {e}") from None
+        out: list[BaseException | None] = [
+            TransientStoreError(f"no answer in the batch for {self._url(*o)}", self._url(*o))
+            for o in objects]
+        throttled = False
+        for answer in answers:
+            try:
+                i = int(answer.content_id)
+            except ValueError:
+                continue
+            if not 0 <= i < len(objects):
+                continue
+            if 200 <= answer.status < 300 or answer.status == 404:  # 404: already gone
+                out[i] = None
+                continue
+            throttled = throttled or answer.status in _THROTTLE_STATUS
+            out[i] = GcsHttpError(answer.status, _error_message(answer.body))
+        if throttled:  # a throttled call steers the limit as a throttled request does
+            self._limit.throttled_answer(epoch)
+        return out
 
     async def _delete_file(self, path: str) -> bool:
         bucket, key = self._split(path)
@@ -501,24 +643,18 @@ class GcsStore(AsyncStore):
         if not key:
             raise StoreError(f"refusing to delete a whole bucket: {path}", path)
         items, _ = await self._list_objects(bucket, key + "/", False, "delete_tree")
-        names = [str(o["name"]) for o in items]
-        names.append(key)  # a file of that name, if the "tree" is one file
-        found = False
-
-        async def one(name: str) -> None:
-            nonlocal found
-            async with self._in_flight:
-                if await self._delete_object(bucket, name):
-                    found = True
-
-        for r in await map_bounded(one, names, self.concurrency):
+        if not items:  # a file of that name, if the "tree" is one file
+            return await self._delete_object(bucket, key)
+        names = [(bucket, str(o["name"])) for o in items]
+        names.append((bucket, key))
+        for r in await self._delete_many(names):
             if r is not None:
-                raise r
-        return found
+                raise classify_gcs(r, path)
+        return True
 
     def close(self) -> None:
         super().close()
-        self._session = None
+        self._pool = None
 
 
 def _error_message(content: bytes) -> str:

@@ -13,6 +13,7 @@ Renames get the two recoveries Hadoop learned the hard way:
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import BinaryIO, TypeVar
@@ -42,6 +43,15 @@ T = TypeVar("T")
 
 def _parent(path: str) -> str:
     return path.rstrip("/").rsplit("/", 1)[0]
+
+
+def _asked_wait(error: BaseException | None, config: CommitterConfig) -> float:
+    """The wait a throttled answer asked for (``Retry-After``), bounded by the configured
+    longest backoff so that a hostile or confused answer cannot stall a commit for hours."""
+    asked = getattr(error, "retry_after", None)
+    if not isinstance(asked, int | float) or asked <= 0:
+        return 0.0
+    return min(float(asked), config.retry_max_delay_ms / 1000.0)
 
 
 class ManagedStore:
@@ -114,17 +124,29 @@ class ManagedStore:
         def counted(state: RetryCallState) -> None:
             self.stats.incr(st.STORE_IO_RETRY)
 
+        # "full jitter": a random wait up to an exponentially growing bound, so clients
+        # throttled together do not retry together; never shorter than the service asked
+        backoff = wait_random_exponential(
+            multiplier=cfg.retry_initial_delay_ms / 1000.0, max=cfg.retry_max_delay_ms / 1000.0)
+
+        def wait(state: RetryCallState) -> float:
+            error = state.outcome.exception() if state.outcome is not None else None
+            return max(backoff(state), _asked_wait(error, cfg))
+
         return Retrying(
             stop=stop_after_attempt(cfg.retry_attempts),
-            # "full jitter": a random wait up to an exponentially growing bound, so clients
-            # throttled together do not retry together
-            wait=wait_random_exponential(
-                multiplier=cfg.retry_initial_delay_ms / 1000.0, max=cfg.retry_max_delay_ms / 1000.0
-            ),
+            wait=wait,
             retry=retry_if_exception_type(TransientStoreError),
             before_sleep=counted,
             reraise=True,
         )
+
+    def _honour(self, error: TransientStoreError) -> None:
+        """Before the first retry (which tenacity runs at once): the wait the service asked
+        for, if it asked (``Retry-After``)."""
+        asked = _asked_wait(error, self.config)
+        if asked > 0:
+            time.sleep(asked)
 
     def _pace(self) -> None:
         if self.limiter is not None:
@@ -138,9 +160,10 @@ class ManagedStore:
         t0 = time.perf_counter()
         try:
             result = fn()
-        except TransientStoreError:
+        except TransientStoreError as e:
             self.stats.timed(statistic, time.perf_counter() - t0, failed=True)
             self.stats.incr(st.STORE_IO_THROTTLED)
+            self._honour(e)
             for attempt in self._retrying():
                 with attempt:
                     self._pace()
@@ -282,6 +305,7 @@ class ManagedStore:
             self.stats.timed(st.OP_RENAME, time.perf_counter() - t0, failed=True)
             if isinstance(e, TransientStoreError):
                 self.stats.incr(st.STORE_IO_THROTTLED)
+                self._honour(e)
             self._rename_slow_path(src, dst, size, etag)
             return
         except StoreError:
@@ -313,18 +337,58 @@ class ManagedStore:
                 t0 = clock()
                 reached, failures = backend.rename_batch(entries, i)
                 tally.timed_many(st.OP_RENAME, reached - i - len(failures), clock() - t0)
-                for index, error in failures:
-                    tally.timed(st.OP_RENAME, 0.0, failed=True)
-                    if isinstance(error, TransientStoreError):
-                        # a throttled request inside a batch counts as one anywhere else does
-                        tally.incr(st.STORE_IO_THROTTLED)
-                    elif not isinstance(error, PathNotFoundError):
-                        raise error
-                    src, dst, size, etag = entries[index]
-                    self._rename_slow_path(src, dst, size, etag)
+                refused = self._settle(entries, failures, tally)
+                if refused:
+                    self._resend_refused(entries, refused, tally)
                 i = reached
         finally:
             self.stats.merge(tally)
+
+    def _settle(self, entries: Sequence[tuple[str, str, int | None, str | None]],
+                failures: Sequence[tuple[int, StoreError]],
+                tally: Tally) -> list[tuple[int, TransientStoreError]]:
+        """Deal with a batch's failures: each whose outcome is unknown (a lost answer, a
+        missing source) takes the slow path of ``rename_file``; the refused ones (throttled:
+        the service did not do them) are returned, to be sent again as a batch; anything
+        else is raised."""
+        refused: list[tuple[int, TransientStoreError]] = []
+        for index, error in failures:
+            tally.timed(st.OP_RENAME, 0.0, failed=True)
+            if isinstance(error, TransientStoreError):
+                # a throttled request inside a batch counts as one anywhere else does
+                tally.incr(st.STORE_IO_THROTTLED)
+                if error.throttled and self.backend.native_batches:
+                    refused.append((index, error))
+                    continue
+            elif not isinstance(error, PathNotFoundError):
+                raise error
+            src, dst, size, etag = entries[index]
+            self._rename_slow_path(src, dst, size, etag)
+        return refused
+
+    def _resend_refused(self, entries: Sequence[tuple[str, str, int | None, str | None]],
+                        refused: list[tuple[int, TransientStoreError]], tally: Tally) -> None:
+        """Send the entries the service refused (throttled) again, together, after a backoff
+        as long as the service asked at least: with the retries of the managed store's policy,
+        but one batch per round rather than one call per file, so that a throttled batch of a
+        thousand renames does not turn into a thousand sequential round trips."""
+        cfg = self.config
+        for attempt in range(1, cfg.retry_attempts + 1):
+            bound = min(cfg.retry_max_delay_ms / 1000.0,
+                        cfg.retry_initial_delay_ms / 1000.0 * 2 ** attempt)
+            asked = max(_asked_wait(error, cfg) for _, error in refused)
+            tally.incr(st.STORE_IO_RETRY)
+            time.sleep(max(random.uniform(0, bound), asked))
+            again = [entries[index] for index, _ in refused]
+            self._pace_many(len(again))
+            t0 = time.perf_counter()
+            _, failures = self.backend.rename_batch(again, 0)
+            tally.timed_many(st.OP_RENAME, len(again) - len(failures), time.perf_counter() - t0)
+            still = self._settle(again, failures, tally)
+            if not still:
+                return
+            refused = [(refused[k][0], error) for k, error in still]
+        raise refused[0][1]
 
     @property
     def prunes_empty_dirs(self) -> bool:

@@ -17,7 +17,6 @@ from typing import Any
 import pytest
 from azure.core import MatchConditions
 from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceModifiedError
-from fsspec.asyn import get_loop
 
 from committer import statistics as st
 from committer.errors import (
@@ -29,8 +28,8 @@ from committer.errors import (
 from committer.job import JobCommitter
 from committer.store import azure as azure_backend
 from committer.store import open_store
-from committer.store._aio import run
-from committer.store.azure import AzureStore, _datalake_credential, open_azure
+from committer.store.azure import AzureStore, open_azure
+from committer.store.http.azure_auth import SharedKey, azure_auth
 from committer.task import TaskAttemptCommitter
 from committer.task.attempt import task_ids
 from committer.testing.adls_stub import AdlsStub
@@ -120,7 +119,7 @@ def test_namespace_option_wins_and_takes_text() -> None:
 
 
 def test_dfs_endpoint_is_the_blob_endpoints_twin_or_the_option() -> None:
-    fs = SimpleNamespace(loop=get_loop(), service_client=SimpleNamespace(
+    fs = SimpleNamespace(service_client=SimpleNamespace(
         url="https://acct.blob.core.windows.net/?sv=2025-01-01&sig=abc", credential=None))
     store = AzureStore(fs, hierarchical=True)
     assert store.dfs_account_url() == "https://acct.dfs.core.windows.net/?sv=2025-01-01&sig=abc"
@@ -128,19 +127,20 @@ def test_dfs_endpoint_is_the_blob_endpoints_twin_or_the_option() -> None:
     assert private.dfs_account_url() == "https://dfs.example/acct?sv=2025-01-01&sig=abc"
 
 
-def test_shared_key_is_handed_to_the_data_lake_client_in_a_form_it_takes() -> None:
-    """adlfs's Blob client holds the key as the blob package's policy object, which the Data
-    Lake package refused ("Unsupported credential"): every Data Lake request failed."""
-    from azure.core.credentials import AzureNamedKeyCredential
+def test_the_blob_client_s_account_key_signs_both_endpoints(adls: AdlsTarget) -> None:
+    """adlfs's Blob client holds the key as the blob package's policy object; the lean path
+    reads the account and key from it and signs Blob and Data Lake requests alike (the Data
+    Lake SDK refused that object: "Unsupported credential")."""
     from azure.storage.blob._shared.authentication import SharedKeyCredentialPolicy
 
     blob_key = SharedKeyCredentialPolicy("acct", "a2V5")  # type: ignore[no-untyped-call]
-    converted = _datalake_credential(blob_key)
-    assert isinstance(converted, AzureNamedKeyCredential)
-    assert converted.named_key == ("acct", "a2V5")
-    token = SimpleNamespace(get_token=lambda *a: None)
-    assert _datalake_credential(token) is token
-    assert _datalake_credential(None) is None
+    auth = azure_auth(SimpleNamespace(credential=blob_key, url="https://acct.blob.x/"))
+    assert isinstance(auth, SharedKey) and auth.account == "acct"
+    store = adls.managed()
+    # the stub refuses a request without "SharedKey devstoreaccount1:..." (403)
+    store.mkdirs(adls.url("d"))  # a Data Lake request
+    store.write_bytes(adls.url("d", "f"), b"1")  # a Blob request
+    assert "dfs_create" in adls.stub.ops() and "put_blob" in adls.stub.ops()
 
 
 # -- the Data Lake rename --------------------------------------------------------------------
@@ -378,19 +378,21 @@ def test_job_commit_on_a_namespace_account(adls: AdlsTarget) -> None:
 def test_stub_rename_conditions_through_the_sdk(adls: AdlsTarget) -> None:
     """The conditions the SDK can send on a rename, answered as the service documents them:
     a stale ``x-ms-source-if-match`` is 412, ``If-None-Match: *`` over a path is 409."""
-    backend = adls.backend()
-    store = adls.managed(backend)
+    store = adls.managed()
     store.write_bytes(adls.url("s"), b"1")
     store.write_bytes(adls.url("d"), b"2")
     etag = store.stat(adls.url("s")).etag
 
-    async def rename(dst: str, kwargs: dict[str, Any]) -> None:
-        dls = await backend._datalake_service()
-        await dls.get_file_client(adls.container, "s").rename_file(
-            f"{adls.container}/{dst}", **kwargs)
+    from azure.storage.filedatalake import DataLakeServiceClient
+
+    from committer.testing.emulators import AZURITE_ACCOUNT, AZURITE_KEY
+
+    dls = DataLakeServiceClient(adls.stub.dfs_endpoint, credential={
+        "account_name": AZURITE_ACCOUNT, "account_key": AZURITE_KEY}, retry_total=0)
 
     def attempt(dst: str, **kwargs: Any) -> None:
-        run(backend._loop, rename, dst, kwargs)
+        dls.get_file_client(adls.container, "s").rename_file(f"{adls.container}/{dst}",
+                                                            **kwargs)
 
     with pytest.raises(HttpResponseError) as refused:
         attempt("t", source_etag='"0x1"', source_match_condition=MatchConditions.IfNotModified)

@@ -1,9 +1,9 @@
-"""The cloud backends close their aiohttp sessions: no "Unclosed client session" at exit.
+"""The cloud backends close their connection pools: no unclosed connection at exit.
 
-aiohttp prints "Unclosed client session" / "Unclosed connector" for every session it collects
-open. The backends register what they open with ``AsyncResources``: ``close()`` closes it, a
+asyncio warns ("unclosed transport", a ResourceWarning) for every connection it collects open.
+The backends register the pools they open with ``AsyncResources``: ``close()`` closes them, a
 collected store is closed by its finalizer, and whatever is still open at interpreter exit is
-closed by an exit hook while fsspec's loop still runs. The subprocess test does what a user's
+closed by an exit hook while the request loop still runs. The subprocess test does what a user's
 script does (open stores, rename, run a job commit, exit without closing anything) on every
 cloud path: Azurite (copy + delete), the ADLS Gen2 stub (Data Lake client), fake-gcs-server
 (rewrite) and the moveTo proxy (move), and reads the interpreter's stderr.
@@ -87,33 +87,35 @@ def test_no_unclosed_session_warnings_at_exit(azurite_emulator: RunningEmulator,
 
 def test_close_releases_everything_and_the_store_reopens(adls: AdlsTarget) -> None:
     store = adls.backend()
-    store.mkdirs(adls.url("d"))  # Blob and Data Lake clients, one shared session
-    session = store._session
-    assert store.open_resources == 3 and session is not None
+    store.mkdirs(adls.url("d"))  # the Blob and the Data Lake endpoint: a pool each
+    pools = store.resources
+    assert store.open_resources == 2 and all(p.open_connections for p in pools)
     store.close()
-    assert store.open_resources == 0 and session.closed
+    assert store.open_resources == 0
+    assert all(p.closed and not p.open_connections for p in pools)
     store.close()  # twice is fine
     store.write_bytes(adls.url("d", "f"), b"1")  # used again: opens anew
-    assert store.open_resources == 2 and store._session is not session
+    assert store.open_resources == 1 and store.resources[0] not in pools
     store.close()
     assert store.open_resources == 0
 
 
-def test_collected_store_closes_its_session(adls: AdlsTarget) -> None:
+def test_collected_store_closes_its_pools(adls: AdlsTarget) -> None:
     store: AzureStore | None = adls.backend()
     assert store is not None
     store.write_bytes(adls.url("f"), b"1")
-    session = weakref.ref(store._session)
+    [pool] = store.resources
+    pool_ref = weakref.ref(pool)
     adls.opened.clear()  # the fixture would close it; this test lets it be collected
     del store
     gc.collect()
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:
-        found = session()
+        found = pool_ref()
         if found is None or found.closed:
             break
         time.sleep(0.01)
-    found = session()
+    found = pool_ref()
     assert found is None or found.closed
 
 
@@ -121,9 +123,9 @@ def test_collected_store_closes_its_session(adls: AdlsTarget) -> None:
 def test_gcs_store_close(gcs_move: GcsMoveTarget) -> None:
     store = gcs_move.backend()
     store.write_bytes(gcs_move.url("f"), b"1")
-    session = store._session
+    [pool] = store.resources
     assert store.open_resources == 1
     store.close()
-    assert store.open_resources == 0 and session.closed
+    assert store.open_resources == 0 and pool.closed
     assert store.read_bytes(gcs_move.url("f")) == b"1"
     store.close()

@@ -14,6 +14,7 @@ from committer.errors import (
     TransientStoreError,
 )
 from committer.store import ManagedStore, open_store
+from committer.store.base import FileStatus
 from committer.store.faults import FaultInjectingStore, FaultPlan
 from committer.store.local import LocalStore
 from committer.store.rate_limit import RateLimiter
@@ -183,3 +184,91 @@ def test_reads_wait_under_a_rate_limit_even_on_local_disk(tmp_path: Path,
     monkeypatch.setattr(LocalStore, "reads_wait", lambda self, path: False)
     assert not ManagedStore(LocalStore(), fast_config()).reads_wait(str(tmp_path))
     assert ManagedStore(LocalStore(), fast_config(io_rate_limit=50)).reads_wait(str(tmp_path))
+
+
+class _ThrottlingBatches(LocalStore):
+    """A concurrent-batch store (as the cloud backends are) whose service refuses the first
+    entries of each batch, ``refusals`` times over, asking for ``retry_after`` seconds."""
+
+    native_batches = True
+
+    def __init__(self, refusals: int, retry_after: float | None, per_batch: int = 3) -> None:
+        super().__init__()
+        self.refusals = refusals
+        self.retry_after = retry_after
+        self.per_batch = per_batch
+        self.batches: list[list[str]] = []
+        self.times: list[float] = []
+
+    def rename_batch(self, entries, start=0):  # type: ignore[no-untyped-def]
+        self.batches.append([e[0] for e in entries[start:]])
+        self.times.append(time.monotonic())
+        failures = []
+        for i in range(start, len(entries)):
+            if self.refusals > 0 and i - start < self.per_batch:
+                failures.append((i, TransientStoreError(
+                    f"throttled: {entries[i][0]}", entries[i][0], throttled=True,
+                    retry_after=self.retry_after)))
+                continue
+            self.rename_file(entries[i][0], entries[i][1])
+        if failures:
+            self.refusals -= 1
+        return len(entries), failures
+
+
+def _batch_entries(tmp_path: Path, n: int) -> list[tuple[str, str, int | None, str | None]]:
+    (tmp_path / "out").mkdir()
+    entries: list[tuple[str, str, int | None, str | None]] = []
+    for i in range(n):
+        (tmp_path / f"s{i}").write_bytes(b"x")
+        entries.append((str(tmp_path / f"s{i}"), str(tmp_path / "out" / f"s{i}"), 1, None))
+    return entries
+
+
+def test_refused_entries_of_a_batch_are_sent_again_together_after_the_asked_wait(
+        tmp_path: Path) -> None:
+    backend = _ThrottlingBatches(refusals=2, retry_after=0.2)
+    store = ManagedStore(backend, fast_config(retry_max_delay_ms=1000))
+    entries = _batch_entries(tmp_path, 10)
+    store.rename_batch(entries)
+    assert all((tmp_path / "out" / f"s{i}").exists() for i in range(10))
+    # the whole batch, then the three refused ones twice more as a batch of their own: never
+    # one call per refused file, never the existence checks of the ambiguous path
+    assert [len(b) for b in backend.batches] == [10, 3, 3]
+    assert backend.batches[1] == [e[0] for e in entries[:3]]
+    gaps = [b - a for a, b in zip(backend.times, backend.times[1:], strict=False)]
+    assert min(gaps) >= 0.2  # Retry-After honoured
+    assert store.stats.counter("store_io_retry") == 2
+    assert store.stats.counter("store_io_throttled") == 6
+    assert store.stats.counter("op_rename") == 10
+
+
+def test_asked_wait_is_bounded_and_exhausted_retries_raise(tmp_path: Path) -> None:
+    backend = _ThrottlingBatches(refusals=100, retry_after=3600.0, per_batch=1)
+    store = ManagedStore(backend, fast_config(retry_attempts=3, retry_max_delay_ms=50))
+    t0 = time.monotonic()
+    with pytest.raises(TransientStoreError) as refused:
+        store.rename_batch(_batch_entries(tmp_path, 4))
+    assert refused.value.throttled
+    assert time.monotonic() - t0 < 2  # an hour asked, the configured bound (50 ms) waited
+    assert len(backend.batches) == 4  # the first try and three more
+    assert (tmp_path / "s0").exists() and not (tmp_path / "out" / "s0").exists()
+
+
+def test_retry_after_is_honoured_by_single_operations(tmp_path: Path) -> None:
+    class Busy(LocalStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls: list[float] = []
+
+        def stat(self, path: str) -> FileStatus:
+            self.calls.append(time.monotonic())
+            if len(self.calls) == 1:
+                raise TransientStoreError("busy", path, throttled=True, retry_after=0.3)
+            return super().stat(path)
+
+    backend = Busy()
+    (tmp_path / "f").write_bytes(b"abc")
+    store = ManagedStore(backend, fast_config(retry_max_delay_ms=1000))
+    assert store.stat(str(tmp_path / "f")).size == 3
+    assert backend.calls[1] - backend.calls[0] >= 0.3

@@ -1,0 +1,243 @@
+"""The lean HTTP/1.1 client against a scripted server: framing, reuse, failures."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+
+import pytest
+
+from committer.store.http.connection import BodyTooLarge, ConnectionPool, Origin, Response
+from committer.store.http.loop import new_event_loop
+
+# A reply is the bytes the server writes for one request, given the request's head; a list of
+# chunks is written with a pause between them (the client must put them back together), and
+# a last chunk b"" closes the connection after them.
+Reply = Callable[[bytes], bytes | list[bytes] | None]
+
+
+class _Server:
+    """Answers each request on a connection with ``reply(head)``; ``None`` closes without an
+    answer. Records the request heads and how many connections were accepted."""
+
+    def __init__(self, reply: Reply) -> None:
+        self.reply = reply
+        self.heads: list[bytes] = []
+        self.bodies: list[bytes] = []
+        self.connections = 0
+        self.server: asyncio.Server | None = None
+
+    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n"):
+                    if line.lower().startswith(b"content-length:"):
+                        length = int(line.split(b":", 1)[1])
+                body = await reader.readexactly(length) if length else b""
+                self.heads.append(head)
+                self.bodies.append(body)
+                out = self.reply(head)
+                if out is None:
+                    writer.close()
+                    return
+                for chunk in out if isinstance(out, list) else [out]:
+                    if not chunk:
+                        writer.close()
+                        return
+                    writer.write(chunk)
+                    await writer.drain()
+                    await asyncio.sleep(0.005)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return
+        finally:
+            writer.close()
+
+    @property
+    def port(self) -> int:
+        assert self.server is not None
+        port: int = self.server.sockets[0].getsockname()[1]
+        return port
+
+
+@contextlib.asynccontextmanager
+async def serving(reply: Reply, read_timeout: float = 30.0
+                  ) -> AsyncIterator[tuple[_Server, ConnectionPool]]:
+    server = _Server(reply)
+    server.server = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+    pool = ConnectionPool(Origin("http", "127.0.0.1", server.port), 4,
+                          read_timeout=read_timeout)
+    try:
+        yield server, pool
+    finally:
+        await pool.close()
+        server.server.close()
+        await server.server.wait_closed()
+
+
+def run(coro_fn: Callable[[], object]) -> None:
+    loop = new_event_loop()  # the loop the client runs on in production (uvloop if installed)
+    try:
+        loop.run_until_complete(coro_fn())  # type: ignore[arg-type]
+    finally:
+        loop.close()
+
+
+def ok(body: bytes = b"", extra: str = "") -> bytes:
+    return (f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\n{extra}\r\n").encode() + body
+
+
+def test_a_request_and_its_answer() -> None:
+    async def main() -> None:
+        async with serving(lambda head: ok(b"hello", "ETag: \"0x1\"\r\nX-Twice: a\r\n"
+                                           "X-Twice: b\r\n")) as (server, pool):
+            r = await pool.request("PUT", "/acct/c/a%20b?comp=x", {"x-ms-version": "1"},
+                                   b"payload")
+            assert (r.status, r.reason, r.body) == (200, "OK", b"hello")
+            assert r.header("etag") == '"0x1"' and r.header("x-twice") == "a, b"
+            head = server.heads[0].decode()
+            assert head.startswith("PUT /acct/c/a%20b?comp=x HTTP/1.1\r\n")
+            assert f"Host: 127.0.0.1:{server.port}\r\n" in head
+            assert "Content-Length: 7\r\n" in head and "x-ms-version: 1\r\n" in head
+            assert server.bodies == [b"payload"]
+    run(main)
+
+
+def test_connections_are_reused() -> None:
+    async def main() -> None:
+        async with serving(lambda head: ok(b"x")) as (server, pool):
+            for _ in range(5):
+                assert (await pool.request("GET", "/", {})).body == b"x"
+            assert server.connections == 1 and pool.connections_opened == 1
+            assert pool.requests == 5
+    run(main)
+
+
+def test_body_split_across_packets_and_chunked_encoding() -> None:
+    chunked = [b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel",
+               b"lo\r\n6;ext=1\r\n world\r\n0\r\n", b"\r\n"]
+
+    async def main() -> None:
+        async with serving(lambda head: chunked) as (_, pool):
+            assert (await pool.request("GET", "/", {})).body == b"hello world"
+            assert (await pool.request("GET", "/", {})).body == b"hello world"  # reused
+        split = [b"HTTP/1.1 200 OK\r\nContent-Len", b"gth: 10\r\n\r\n01234", b"56789"]
+        async with serving(lambda head: split) as (server, pool):
+            assert (await pool.request("GET", "/", {})).body == b"0123456789"
+            assert (await pool.request("GET", "/", {})).body == b"0123456789"
+            assert server.connections == 1
+    run(main)
+
+
+def test_answers_without_a_body() -> None:
+    async def main() -> None:
+        # HEAD announces a length it does not send; 204 and 304 have none
+        replies = {b"HEAD": b"HTTP/1.1 200 OK\r\nContent-Length: 99\r\n\r\n",
+                   b"DELETE": b"HTTP/1.1 204 No Content\r\n\r\n",
+                   b"GET": b"HTTP/1.1 100 Continue\r\n\r\n" + ok(b"after")}
+        async with serving(lambda head: replies[head.split(b" ")[0]]) as (server, pool):
+            head = await pool.request("HEAD", "/", {})
+            assert head.status == 200 and head.body == b"" and head.header("content-length") == "99"
+            assert (await pool.request("DELETE", "/", {})).status == 204
+            assert (await pool.request("GET", "/", {})).body == b"after"
+            assert server.connections == 1
+    run(main)
+
+
+def test_body_framed_by_the_end_of_the_connection() -> None:
+    async def main() -> None:
+        async with serving(lambda head: [b"HTTP/1.1 200 OK\r\n\r\nall of", b" it", b""]) as (
+                server, pool):
+            assert (await pool.request("GET", "/", {})).body == b"all of it"
+            assert (await pool.request("GET", "/", {})).body == b"all of it"
+            assert server.connections == 2  # such an answer ends its connection
+    run(main)
+
+
+def test_connection_close_is_honoured() -> None:
+    async def main() -> None:
+        async with serving(lambda head: ok(b"1", "Connection: close\r\n")) as (server, pool):
+            await pool.request("GET", "/", {})
+            await pool.request("GET", "/", {})
+            assert server.connections == 2
+    run(main)
+
+
+def test_a_read_on_a_stale_connection_is_sent_again_a_write_is_not() -> None:
+    answered: list[int] = []
+
+    def reply(head: bytes) -> bytes | None:
+        answered.append(1)
+        # the first request of every connection is answered, the next one finds it closed
+        return ok(b"ok") if len(answered) % 2 == 1 else None
+
+    async def main() -> None:
+        async with serving(reply) as (server, pool):
+            await pool.request("GET", "/", {})
+            r = await pool.request("GET", "/", {})  # stale: closed, sent again on a new one
+            assert r.body == b"ok" and server.connections == 2
+            with pytest.raises(ConnectionResetError):
+                await pool.request("PUT", "/", {})  # not a read: the caller decides
+    run(main)
+
+
+def test_limits_and_timeouts() -> None:
+    async def main() -> None:
+        async with serving(lambda head: ok(b"x" * 100)) as (_, pool):
+            with pytest.raises(BodyTooLarge):
+                await pool.request("GET", "/", {}, max_body=10)
+            assert (await pool.request("GET", "/", {}, max_body=100)).body == b"x" * 100
+        async with serving(lambda head: [b"HTTP/1.1 200 OK\r\n"], read_timeout=0.3) as (_, pool):
+            with pytest.raises(TimeoutError):
+                await pool.request("GET", "/", {})
+    run(main)
+
+
+def test_malformed_answers_fail_the_request() -> None:
+    async def main() -> None:
+        async with serving(lambda head: b"NONSENSE\r\n\r\n") as (_, pool):
+            with pytest.raises(ConnectionError):
+                await pool.request("GET", "/", {})
+        async with serving(lambda head: b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n") as (
+                _, pool):
+            with pytest.raises(ConnectionError):
+                await pool.request("GET", "/", {})
+    run(main)
+
+
+def test_the_pool_caps_its_connections() -> None:
+    async def main() -> None:
+        async with serving(lambda head: [ok(b"x")]) as (server, pool):
+            answers = await asyncio.gather(*(pool.request("GET", "/", {}) for _ in range(20)))
+            assert all(isinstance(a, Response) and a.body == b"x" for a in answers)
+            assert server.connections <= pool.max_connections == 4
+        async with serving(lambda head: ok()) as (_, pool):
+            await pool.close()
+            with pytest.raises(ConnectionError):
+                await pool.request("GET", "/", {})
+    run(main)
+
+
+def test_refused_connection() -> None:
+    async def main() -> None:
+        probe = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+        port = probe.sockets[0].getsockname()[1]
+        probe.close()
+        await probe.wait_closed()
+        pool = ConnectionPool(Origin("http", "127.0.0.1", port), 2)
+        with pytest.raises(OSError):
+            await pool.request("GET", "/", {})
+        await pool.close()
+    run(main)
+
+
+def test_origin_of_urls() -> None:
+    assert Origin.of("https://acct.blob.core.windows.net/") == Origin(
+        "https", "acct.blob.core.windows.net", 443)
+    assert Origin.of("http://127.0.0.1:10000/devstoreaccount1").host_header == "127.0.0.1:10000"
+    assert Origin.of("https://h").host_header == "h"
+    with pytest.raises(ValueError):
+        Origin.of("ftp://h/")
