@@ -24,6 +24,7 @@ SUITES: dict[str, str] = {
     "dir-commit": "benchmarks.dir_commit",
     "dir-stores": "benchmarks.dir_stores",
     "small-writes": "benchmarks.small_writes",
+    "cloud-cpu": "benchmarks.cloud_cpu",
 }
 DEFAULT = ("local-commit", "memory")
 

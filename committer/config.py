@@ -103,6 +103,10 @@ class CommitterConfig:
     # Job commit moves a directory that one task alone writes into, and that does not exist at
     # the destination, with one rename, where the store renames directories atomically.
     rename_directories: bool = True
+    # Cloud stores: request loops for a commit's renames, counting the committing process's
+    # own; more are worker processes, started while the one loop is saturated. 0: as many as
+    # the CPUs; 1: only the committing process's loop.
+    store_processes: int = 0
     # Local disk: follow symbolic links beneath the destination when renaming and creating
     # directories (by default one there is refused: it could lead the commit outside).
     destination_follow_symlinks: bool = False
@@ -117,7 +121,7 @@ class CommitterConfig:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
         non_negative = ("io_rate_limit", "retry_initial_delay_ms", "retry_max_delay_ms",
-                        "success_file_names")
+                        "success_file_names", "store_processes")
         for name in non_negative:
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must not be negative, got {getattr(self, name)}")
@@ -187,6 +191,7 @@ KEYS: tuple[Key, ...] = (
     Key(PREFIX + "conflict.policy", "conflict_policy", _choice(*CONFLICT_POLICIES)),
     Key(PREFIX + "rename.directories", "rename_directories", _bool),
     Key(PREFIX + "destination.follow.symlinks", "destination_follow_symlinks", _bool),
+    Key(PREFIX + "store.processes", "store_processes", int),
 )
 KEYS_BY_NAME: dict[str, Key] = {k.name: k for k in KEYS}
 

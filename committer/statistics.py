@@ -38,6 +38,8 @@ RENAME_RECOVERED = "commit_file_rename_recovered"
 STORE_IO_RATE_LIMITED = "store_io_rate_limited"
 STORE_IO_RETRY = "store_io_retry"
 STORE_IO_THROTTLED = "store_io_throttled"
+# worker processes a commit started to spread its renames over more request loops (fanout.py)
+STORE_PROCESSES_STARTED = "store_processes_started"
 COMMIT_JOB = "committer_commit_job"
 STAGE_SETUP = "job_stage_setup"
 STAGE_LOAD_MANIFESTS = "job_stage_load_manifests"
@@ -140,6 +142,13 @@ class IOStatistics:
     def counter(self, name: str) -> int:
         with self._lock:
             return self._tally.counters.get(name, 0)
+
+    def take(self) -> Tally:
+        """Everything counted so far, as a tally (to merge elsewhere), and start again from
+        nothing; gauges stay."""
+        with self._lock:
+            taken, self._tally = self._tally, Tally()
+            return taken
 
     def snapshot(self) -> IOStatisticsSnapshot:
         with self._lock:

@@ -37,18 +37,19 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Mapping, Sequence
 from email.utils import parsedate_to_datetime
 from typing import Any
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
 from committer.errors import PathExistsError, PathNotFoundError, StoreError, TransientStoreError
 from committer.store import register_backend
 from committer.store._aio import AsyncStore, WireFaults, flag_option, map_bounded
 from committer.store.base import FileStatus, Store
 from committer.store.credentials import CONCURRENCY_OPTION, register_options, scrub
-from committer.store.http.azure_auth import AzureAuth, azure_auth, http_date
+from committer.store.http.azure_auth import AzureAuth, SharedKey, azure_auth, http_date
 from committer.store.http.connection import BodyTooLarge, ConnectionPool, Origin, Response
 from committer.store.http.limiter import AdaptiveLimit
 from committer.store.http.loop import wire_loop
 from committer.store.http.multipart import batch_body, new_boundary, parse_batch_response
+from committer.store.http.quoting import quote_name, quote_path
 
 __all__ = ["API_VERSION", "AzureStore", "azure_error", "open_azure"]
 
@@ -76,8 +77,8 @@ _DETECT_ATTEMPTS = 3  # Get Account Information, when it fails transiently
 _DETECT_RETRY_DELAY_S = 0.2
 
 
-def _retry_after(headers: Mapping[str, str]) -> float | None:
-    raw = headers.get("retry-after", "")
+def _retry_after(response: Response) -> float | None:
+    raw = response.header("retry-after")
     try:
         value = float(raw)
     except ValueError:
@@ -116,7 +117,7 @@ def azure_error(response: Response, path: str, what: str = "") -> StoreError:
     if status in _TRANSIENT_STATUS or code in _TRANSIENT_CODES:
         throttled = status in _THROTTLE_STATUS or code in _THROTTLE_CODES
         return TransientStoreError(f"transient failure on {subject}: {detail}", path,
-                                   throttled=throttled, retry_after=_retry_after(response.headers))
+                                   throttled=throttled, retry_after=_retry_after(response))
     return StoreError(f"failed on {subject}: {detail}", path)
 
 
@@ -170,8 +171,8 @@ class _Endpoint:
         self.pool: ConnectionPool | None = None
 
     def target(self, container: str, key: str) -> str:
-        path = self.base + "/" + quote(container, safe="")
-        return path + "/" + quote(key, safe="/~") if key else path
+        path = self.base + "/" + quote_name(container)
+        return path + "/" + quote_path(key) if key else path
 
 
 class AzureStore(AsyncStore):
@@ -290,7 +291,7 @@ class AzureStore(AsyncStore):
     async def _send(self, op: str, method: str, container: str, key: str = "", *,
                     query: Sequence[tuple[str, str]] = (), headers: Mapping[str, str] | None = None,
                     body: bytes = b"", dfs: bool = False, max_body: int | None = None,
-                    whole: bool = True) -> Response:
+                    whole: bool = True, idempotent: bool | None = None) -> Response:
         """One request to the account; the answer whatever its status. Raises only when no
         answer came (``TransientStoreError``: connection lost, timeout) or the fault layer
         says so. ``whole``: the request is the whole operation ``op``, so a fault that loses
@@ -299,19 +300,18 @@ class AzureStore(AsyncStore):
             raise TransientStoreError(f"injected: {op} throttled ({self.faults.status})",
                                       f"{container}/{key}", throttled=True)
         endpoint = self._endpoint(dfs)
-        pool = self._pool(endpoint)
-        auth = self._authority()
+        pool = endpoint.pool or self._pool(endpoint)
+        auth = self._auth or self._authority()
         path = endpoint.target(container, key) if container else endpoint.base + "/"
-        hdrs = {"x-ms-version": API_VERSION, "x-ms-date": http_date()}
+        hdrs = {"x-ms-version": API_VERSION, "x-ms-date": http_date(),
+                "content-length": str(len(body))}
         if headers:
             hdrs.update(headers)
-        qs = "&".join([f"{k}={quote(v, safe='')}" for k, v in query])
+        qs = "&".join([f"{k}={quote_name(v)}" for k, v in query]) if query else ""
         if auth.query:
             qs = f"{qs}&{auth.query}" if qs else auth.query
-        if auth.signs:
-            signed = dict(hdrs)
-            signed["content-length"] = str(len(body))
-            hdrs["authorization"] = await auth.authorization(method, path, query, signed) or ""
+        if isinstance(auth, SharedKey):
+            hdrs["authorization"] = auth.sign(method, path, query, hdrs)
         else:
             value = await auth.authorization(method, path, query, hdrs)
             if value:
@@ -319,7 +319,7 @@ class AzureStore(AsyncStore):
         epoch = await self._limit.acquire()
         try:
             response = await pool.request(method, f"{path}?{qs}" if qs else path, hdrs, body,
-                                          max_body=max_body)
+                                          max_body=max_body, idempotent=idempotent)
         except BodyTooLarge:
             self._limit.release(epoch)
             raise
@@ -403,13 +403,13 @@ class AzureStore(AsyncStore):
             return TransientStoreError(f"transient failure on {path}: {detail}", path)
         return StoreError(f"failed on {path}: {detail}", path)
 
-    def _from_headers(self, container: str, key: str, headers: Mapping[str, str]) -> FileStatus:
-        if headers.get(f"x-ms-meta-{_FOLDER_META}", "").lower() == "true":
+    def _from_headers(self, container: str, key: str, response: Response) -> FileStatus:
+        if response.header(f"x-ms-meta-{_FOLDER_META}").lower() == "true":
             return FileStatus(self._url(container, key), 0, True)
-        etag = headers.get("etag", "").strip('"') or None
-        return FileStatus(self._url(container, key), int(headers.get("content-length") or 0),
-                          False, etag, _timestamp(headers.get("last-modified")),
-                          _md5_hex(headers.get("content-md5")))
+        etag = response.header("etag").strip('"') or None
+        return FileStatus(self._url(container, key), int(response.header("content-length") or 0),
+                          False, etag, _timestamp(response.header("last-modified")),
+                          _md5_hex(response.header("content-md5")))
 
     def _from_listing(self, container: str, blob: ET.Element) -> FileStatus:
         name = _name(blob).rstrip("/")
@@ -477,7 +477,7 @@ class AzureStore(AsyncStore):
             return FileStatus(self._url(container, ""), 0, True)
         found = await self._properties(container, key)
         if found is not None:
-            return self._from_headers(container, key, found.headers)
+            return self._from_headers(container, key, found)
         # No blob: a directory exists if anything is stored below it.
         page = await self._list_page(container, key + "/", False, "", "stat", page_size=1)
         if _blobs(page):
@@ -608,7 +608,7 @@ class AzureStore(AsyncStore):
         """The copy source: the blob's full URL, with the SAS when that is the credential."""
         endpoint = self._endpoint(False)
         query = self._authority().query
-        url = endpoint.url + "/" + quote(container, safe="") + "/" + quote(key, safe="/~")
+        url = endpoint.url + "/" + quote_name(container) + "/" + quote_path(key)
         return f"{url}?{query}" if query else url
 
     async def _complete_half_done_rename(self, sc: str, sk: str, dc: str, dk: str) -> bool:
@@ -660,7 +660,7 @@ class AzureStore(AsyncStore):
         if not sk or not dk:
             raise StoreError(f"cannot rename a container: {src} -> {dst}", src)
         # quoted once (a literal "%3A" in a name is sent as "%253A"); the service decodes once
-        source = f"/{quote(sc, safe='')}/{quote(sk, safe='/~')}"
+        source = f"/{quote_name(sc)}/{quote_path(sk)}"
         sas = self._authority().query
         headers = {"x-ms-rename-source": f"{source}?{sas}" if sas else source}
         if not replace:
@@ -787,7 +787,8 @@ class AzureStore(AsyncStore):
         epoch = self._limit.epoch
         response = await self._send(
             "delete_file", "POST", blobs[0][0], query=(("restype", "container"), ("comp", "batch")),
-            headers={"content-type": f"multipart/mixed; boundary={boundary}"}, body=body)
+            headers={"content-type": f"multipart/mixed; boundary={boundary}"}, body=body,
+            idempotent=True)  # deletes only: sending it twice deletes nothing more
         if response.status != 202:
             raise azure_error(response, "(batch of deletes)", "batch")
         try:
@@ -808,9 +809,8 @@ class AzureStore(AsyncStore):
             if answer.status in (200, 202, 404):  # 404: already gone, as wanted
                 out[i] = None
                 continue
-            sub = Response(answer.status, "", answer.headers, answer.body)
-            throttled = throttled or _is_throttle(sub)
-            out[i] = azure_error(sub, self._url(*blobs[i]), "delete")
+            throttled = throttled or _is_throttle(answer.response)
+            out[i] = azure_error(answer.response, self._url(*blobs[i]), "delete")
         if throttled:  # a throttled sub-request steers the limit as a throttled request does
             self._limit.throttled_answer(epoch)
         return out
@@ -843,6 +843,12 @@ class AzureStore(AsyncStore):
             if error is not None:
                 raise error
         return True
+
+    def fanout_options(self) -> Mapping[str, Any] | None:
+        """A worker opens the same account, told what this store found out about it."""
+        return {"committer_hierarchical": str(self.hierarchical).lower(),
+                CONCURRENCY_OPTION: self.concurrency,
+                **({"committer_dfs_endpoint": self._dfs_url} if self._dfs_url else {})}
 
     def close(self) -> None:
         super().close()

@@ -234,5 +234,11 @@ class Store(ABC):
         reading many ahead on threads pays. Remote stores: always."""
         return True
 
+    def fanout_options(self) -> Mapping[str, Any] | None:
+        """Storage options a worker process adds to open this store as it is here (what this
+        backend found out, so the worker need not ask again), or ``None`` when the store
+        cannot be opened in a worker process to share a commit's renames (``fanout.py``)."""
+        return None
+
     def close(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
         """Release connections and threads."""

@@ -40,7 +40,9 @@ import os
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
+
+import orjson
 
 from committer.errors import (
     ConfigError,
@@ -58,6 +60,7 @@ from committer.store.http.gcs_auth import GcsToken
 from committer.store.http.limiter import AdaptiveLimit
 from committer.store.http.loop import wire_loop
 from committer.store.http.multipart import batch_body, new_boundary, parse_batch_response
+from committer.store.http.quoting import quote_name
 
 __all__ = ["GcsHttpError", "GcsStore", "open_gcs"]
 
@@ -191,7 +194,7 @@ class GcsStore(AsyncStore):
 
     @staticmethod
     def _obj(bucket: str, key: str) -> str:
-        return f"b/{quote(bucket, safe='')}/o/{quote(key, safe='')}"
+        return f"b/{quote_name(bucket)}/o/{quote_name(key)}"
 
     def _connections(self) -> ConnectionPool:
         if self._pool is None:
@@ -217,18 +220,19 @@ class GcsStore(AsyncStore):
         return response.status, response.body
 
     async def _send(self, method: str, url: str, params: Mapping[str, str] | None, body: bytes,
-                    headers: Mapping[str, str] | None, limit: int | None, op: str) -> Response:
+                    headers: Mapping[str, str] | None, limit: int | None, op: str,
+                    idempotent: bool | None = None) -> Response:
         pool = self._connections()
         hdrs = dict(await self._token.headers())
         if headers:
             hdrs.update(headers)
         target = url
         if params:
-            target += "?" + "&".join([f"{k}={quote(str(v), safe='')}"
-                                      for k, v in params.items()])
+            target += "?" + "&".join([f"{k}={quote_name(str(v))}" for k, v in params.items()])
         epoch = await self._limit.acquire()
         try:
-            response = await pool.request(method, target, hdrs, body, max_body=limit)
+            response = await pool.request(method, target, hdrs, body, max_body=limit,
+                                          idempotent=idempotent)
         except BodyTooLarge:
             self._limit.release(epoch)
             raise
@@ -241,7 +245,7 @@ class GcsStore(AsyncStore):
 
     async def _json(self, op: str, method: str, url: str, **kw: Any) -> dict[str, Any]:
         _, content = await self._request(op, method, url, **kw)
-        out: dict[str, Any] = json.loads(content) if content else {}
+        out: dict[str, Any] = orjson.loads(content) if content else {}
         return out
 
     def _classify(self, error: Exception, path: str) -> StoreError:
@@ -270,12 +274,12 @@ class GcsStore(AsyncStore):
     async def _stat(self, path: str) -> FileStatus:
         bucket, key = self._split(path)
         if not key:
-            await self._json("stat", "GET", f"{self._api}/b/{quote(bucket, safe='')}")
+            await self._json("stat", "GET", f"{self._api}/b/{quote_name(bucket)}")
             return FileStatus(self._url(bucket, ""), 0, True)
         obj = await self._get_object(bucket, key)
         if obj is not None:
             return self._status(bucket, obj)
-        page = await self._json("stat", "GET", f"{self._api}/b/{quote(bucket, safe='')}/o",
+        page = await self._json("stat", "GET", f"{self._api}/b/{quote_name(bucket)}/o",
                                 params={"prefix": key + "/", "maxResults": "1"})
         if page.get("items") or page.get("prefixes"):
             return FileStatus(self._url(bucket, key), 0, True)
@@ -289,7 +293,7 @@ class GcsStore(AsyncStore):
         if delimiter:
             params["delimiter"] = "/"
         while True:  # pages until the store gives no next token
-            page = await self._json(op, "GET", f"{self._api}/b/{quote(bucket, safe='')}/o",
+            page = await self._json(op, "GET", f"{self._api}/b/{quote_name(bucket)}/o",
                                     params=params)
             items.extend(page.get("items", []))
             prefixes.extend(page.get("prefixes", []))
@@ -361,7 +365,7 @@ class GcsStore(AsyncStore):
         params = {"uploadType": "multipart"}
         if exclusive:
             params["ifGenerationMatch"] = "0"
-        url = f"{self._upload}/b/{quote(bucket, safe='')}/o"
+        url = f"{self._upload}/b/{quote_name(bucket)}/o"
         headers = {"Content-Type": f"multipart/related; boundary={_BOUNDARY}"}
         try:
             await self._request(op, "POST", url, params=params, body=body, headers=headers)
@@ -400,7 +404,7 @@ class GcsStore(AsyncStore):
         if self._move_supported is False:
             return False
         params = {} if replace else {"ifGenerationMatch": "0"}
-        url = f"{self._api}/{self._obj(bucket, sk)}/moveTo/o/{quote(dk, safe='')}"
+        url = f"{self._api}/{self._obj(bucket, sk)}/moveTo/o/{quote_name(dk)}"
         try:
             await self._request("rename_file", "POST", url, params=params,
                                 headers={"X-Goog-GCS-Idempotency-Token": str(uuid.uuid4())})
@@ -515,7 +519,7 @@ class GcsStore(AsyncStore):
             params = {"prefix": parent, "delimiter": "/", "fields": "items(name),nextPageToken"}
             while True:  # bounded by _CHECK_LISTING_LIMIT below
                 page = await self._json("list_dir", "GET",
-                                        f"{self._api}/b/{quote(bucket, safe='')}/o",
+                                        f"{self._api}/b/{quote_name(bucket)}/o",
                                         params=params)
                 existing.update(str(o["name"]) for o in page.get("items", []))
                 token = page.get("nextPageToken")
@@ -606,7 +610,8 @@ class GcsStore(AsyncStore):
         epoch = self._limit.epoch
         response = await self._send(
             "POST", self._batch, None, body,
-            {"Content-Type": f"multipart/mixed; boundary={boundary}"}, None, "delete_file")
+            {"Content-Type": f"multipart/mixed; boundary={boundary}"}, None, "delete_file",
+            idempotent=True)  # deletes only: sending it twice deletes nothing more
         if response.status >= 300:
             raise GcsHttpError(response.status, _error_message(response.body),
                                retry_after=_retry_after(response))
@@ -629,7 +634,7 @@ class GcsStore(AsyncStore):
                 out[i] = None
                 continue
             throttled = throttled or answer.status in _THROTTLE_STATUS
-            out[i] = GcsHttpError(answer.status, _error_message(answer.body))
+            out[i] = GcsHttpError(answer.status, _error_message(answer.response.body))
         if throttled:  # a throttled call steers the limit as a throttled request does
             self._limit.throttled_answer(epoch)
         return out
@@ -651,6 +656,11 @@ class GcsStore(AsyncStore):
             if r is not None:
                 raise classify_gcs(r, path)
         return True
+
+    def fanout_options(self) -> Mapping[str, Any] | None:
+        """A worker opens the same endpoint with the same trust in its preconditions."""
+        return {"committer_trust_preconditions": str(self.trust_preconditions).lower(),
+                CONCURRENCY_OPTION: self.concurrency}
 
     def close(self) -> None:
         super().close()

@@ -13,10 +13,12 @@ Renames get the two recoveries Hadoop learned the hard way:
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import BinaryIO, TypeVar
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
 from tenacity import (
     RetryCallState,
@@ -37,6 +39,9 @@ from committer.errors import (
 from committer.statistics import Tally
 from committer.store.base import FileStatus, Store
 from committer.store.rate_limit import RateLimiter
+
+if TYPE_CHECKING:
+    from committer.store.fanout import FanOut
 
 T = TypeVar("T")
 
@@ -70,6 +75,7 @@ class ManagedStore:
         if limiter is None and self.config.io_rate_limit > 0:
             limiter = RateLimiter(self.config.io_rate_limit)
         self.limiter = limiter
+        self._fanout: FanOut | None = None
 
     @property
     def name(self) -> str:
@@ -313,6 +319,37 @@ class ManagedStore:
             raise
         self.stats.timed(st.OP_RENAME, time.perf_counter() - t0)
 
+    @contextmanager
+    def fanned_out(self, location: str, entries: int) -> Iterator[None]:
+        """While the block runs, ``rename_batch`` may spread batches over worker processes
+        with request loops of their own (``fanout.py``), when this store's loop is saturated:
+        only on backends that can be reopened in a worker (``Store.fanout_options``), with
+        more than one CPU and at least ``fanout.MIN_REMAINING`` renames to do, unless the
+        ``store.processes`` setting is 1. Their statistics are merged into this store's."""
+        from committer.store import fanout
+
+        processes = self.config.store_processes or fanout.cpus()
+        if (self._fanout is not None or processes <= 1 or entries < fanout.MIN_REMAINING
+                or not self.backend.native_batches or self.backend.fanout_options() is None):
+            yield
+            return
+        fan = fanout.FanOut(self, location, entries, processes)
+        self._fanout = fan
+        try:
+            yield
+        finally:
+            self._fanout = None
+            fan.close()
+            self.stats.incr(st.STORE_PROCESSES_STARTED, fan.started)
+
+    def worker_config(self) -> CommitterConfig:
+        """The configuration a worker process opens this store with: the backend's own
+        findings added (``Store.fanout_options``), and no rate limit of its own (this store
+        paces every batch before it is handed over)."""
+        extra = self.backend.fanout_options() or {}
+        return dataclasses.replace(self.config, io_rate_limit=0,
+                                   storage_options={**self.config.storage_options, **extra})
+
     def rename_batch(self, entries: Sequence[tuple[str, str, int | None, str | None]]) -> None:
         """Rename ``(src, dst, size, etag)`` entries; raises the first failure that no retry
         or recovery cured.
@@ -322,6 +359,16 @@ class ManagedStore:
         hand-offs: the backend loops over the batch (``Store.rename_batch``), timed as a whole,
         and each failure takes the same recovery path as in ``rename_file``. Under a rate
         limit a sequential backend is paced per file; a concurrent one per batch."""
+        fan = self._fanout
+        if fan is not None:
+            fan.rename_batch(entries)
+            return
+        self._rename_batch_here(entries)
+
+    def _rename_batch_here(self, entries: Sequence[tuple[str, str, int | None, str | None]],
+                           paced: bool = False) -> None:
+        """``rename_batch`` on this process's own backend (``paced``: the batch has had its
+        permits from the rate limiter already)."""
         backend = self.backend
         if self.limiter is not None and not backend.native_batches:
             for src, dst, size, etag in entries:
@@ -332,7 +379,7 @@ class ManagedStore:
         i, n = 0, len(entries)
         try:
             while i < n:
-                if backend.native_batches:
+                if backend.native_batches and not paced:
                     self._pace_many(n - i)
                 t0 = clock()
                 reached, failures = backend.rename_batch(entries, i)

@@ -46,6 +46,7 @@ import base64
 import contextlib
 import hashlib
 import json
+import os
 import threading
 import time
 import uuid
@@ -686,3 +687,24 @@ def adls_stub(*, hierarchical: bool = True, account_info_allowed: bool = True) -
         yield stub
     finally:
         stub.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m committer.testing.adls_stub [--flat]``: serve an account in this process
+    (for measuring a client with the service in another process), print one JSON line with
+    its storage options, and stop when standard input closes."""
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(prog="python -m committer.testing.adls_stub")
+    parser.add_argument("--flat", action="store_true", help="no hierarchical namespace")
+    args = parser.parse_args(argv)
+    with adls_stub(hierarchical=not args.flat) as stub:
+        print(json.dumps({"storage_options": stub.storage_options, "pid": os.getpid()}),
+              flush=True)
+        sys.stdin.read()  # until the parent closes it (or dies)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -16,6 +16,9 @@ keeps the job directory for inspection.
 With the directory fast path, the directories that may move whole go first, task by task
 (``move_directories.py``), on as many workers as CPUs on local disk; then the files of every
 task that is not finished that way, as above.
+
+On a cloud store a large commit's batches may also go to worker processes, each with a request
+loop of its own, once this process's loop is saturated (``store/fanout.py``).
 """
 
 from __future__ import annotations
@@ -162,6 +165,8 @@ def rename_files(ctx: StageContext, plan: JobPlan,
     # No more workers than chunks left: the rest would only start a thread each and find none.
     left = plan.renames.chunks - sum(pieces[t] for t in finished)
     if left > 0:
-        run_pulled(ctx.pool, plan.renames, work, workers=min(config.io_threads, left),
-                   on_result=advance)
+        # many renames on a cloud store may need more request loops than this process's one
+        with store.fanned_out(ctx.layout.dest, total - done):
+            run_pulled(ctx.pool, plan.renames, work, workers=min(config.io_threads, left),
+                       on_result=advance)
     return done

@@ -37,11 +37,6 @@ __all__ = ["AzureAuth", "BearerToken", "NoAuth", "Sas", "SharedKey", "azure_auth
 
 STORAGE_SCOPE = "https://storage.azure.com/.default"
 _REFRESH_MARGIN_S = 300.0
-# The request headers Shared Key covers by name, in its order ("Date" is empty: x-ms-date is
-# sent instead).
-_SIGNED = ("content-encoding", "content-language", "content-length", "content-md5",
-           "content-type", "date", "if-modified-since", "if-match", "if-none-match",
-           "if-unmodified-since", "range")
 
 _date_cache: list[tuple[int, str]] = [(0, "")]
 
@@ -86,37 +81,40 @@ class SharedKey(AzureAuth):
 
     def __init__(self, account: str, key: str) -> None:
         try:
-            self._key = base64.b64decode(key, validate=True)
+            decoded = base64.b64decode(key, validate=True)
         except ValueError:
             raise ConfigError(f"the account key of {account} is not valid base64") from None
         register_secret(key)
         self.account = account
         self._prefix = "SharedKey " + account + ":"
+        # the key's HMAC state, computed once; each signature continues a copy of it
+        self._hmac = hmac.new(decoded, digestmod=hashlib.sha256)
 
     def string_to_sign(self, method: str, path: str, query: Sequence[tuple[str, str]],
                        headers: Mapping[str, str]) -> str:
         """The canonical form of a request. ``path`` is the encoded path as sent (for a
         path-style endpoint it starts with the account, which then appears twice, as the
         service expects); ``query`` holds decoded values; ``headers`` has lower-case names."""
-        parts = [method]
-        for name in _SIGNED:
-            value = headers.get(name, "")
-            if name == "content-length" and value == "0":
-                value = ""  # service version 2015-02-21 and later sign an empty length as ""
-            parts.append(value)
-        canonical = "\n".join(parts) + "\n"
-        ms = sorted((k, v) for k, v in headers.items() if k.startswith("x-ms-"))
-        canonical += "".join([f"{k}:{v.strip()}\n" for k, v in ms])
-        canonical += f"/{self.account}{path}"
+        get = headers.get
+        length = get("content-length", "")
+        if length == "0":
+            length = ""  # service version 2015-02-21 and later sign an empty length as ""
+        canonical = (f"{method}\n{get('content-encoding', '')}\n{get('content-language', '')}\n"
+                     f"{length}\n{get('content-md5', '')}\n{get('content-type', '')}\n"
+                     f"{get('date', '')}\n{get('if-modified-since', '')}\n{get('if-match', '')}\n"
+                     f"{get('if-none-match', '')}\n{get('if-unmodified-since', '')}\n"
+                     f"{get('range', '')}\n")
+        ms = sorted([(k, v) for k, v in headers.items() if k[:5] == "x-ms-"])
+        canonical += "".join([f"{k}:{v}\n" for k, v in ms]) + f"/{self.account}{path}"
         if query:
             canonical += "".join([f"\n{k.lower()}:{v}" for k, v in sorted(query)])
         return canonical
 
     def sign(self, method: str, path: str, query: Sequence[tuple[str, str]],
              headers: Mapping[str, str]) -> str:
-        message = self.string_to_sign(method, path, query, headers).encode("utf-8")
-        digest = hmac.new(self._key, message, hashlib.sha256).digest()
-        return self._prefix + base64.b64encode(digest).decode("ascii")
+        mac = self._hmac.copy()
+        mac.update(self.string_to_sign(method, path, query, headers).encode("utf-8"))
+        return self._prefix + base64.b64encode(mac.digest()).decode("ascii")
 
     async def authorization(self, method: str, path: str, query: Sequence[tuple[str, str]],
                             headers: Mapping[str, str]) -> str | None:

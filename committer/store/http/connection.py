@@ -30,6 +30,10 @@ from urllib.parse import urlsplit
 __all__ = ["BodyTooLarge", "ConnectionPool", "Origin", "Response"]
 
 CONNECT_TIMEOUT_S = 30.0
+#: an idle connection older than this is closed rather than reused: servers close idle
+#: connections on their own schedule (Azurite after 5 s, announced in ``Keep-Alive``), and a
+#: request written to a connection the server has just closed gets no answer
+IDLE_TIMEOUT_S = 15.0
 #: the longest a request may wait for its whole answer (a server-side copy of a large object
 #: answers only when done on some stores)
 READ_TIMEOUT_S = 300.0
@@ -46,17 +50,69 @@ class BodyTooLarge(Exception):
         super().__init__(f"answer of {length} bytes exceeds the limit of {limit}")
 
 
-@dataclass(frozen=True, slots=True)
 class Response:
-    """One answer: status, headers (names lower-case; repeated ones joined by ", "), body."""
+    """One answer: status, reason, headers, body. Read-only once made.
 
-    status: int
-    reason: str
-    headers: Mapping[str, str]
-    body: bytes
+    The headers are kept as the text they arrived in: most answers are looked at for one or
+    two headers (an error code, an etag), and splitting twenty of them into a dictionary per
+    answer would cost more than the rest of the answer's handling. :meth:`header` finds one
+    in the text; :attr:`headers` builds the whole mapping (names lower-case, repeated ones
+    joined by ", ") the first time it is asked for."""
+
+    __slots__ = ("_dict", "_head", "_lower", "body", "reason", "status")
+
+    def __init__(self, status: int, reason: str, headers: str | Mapping[str, str],
+                 body: bytes) -> None:
+        self.status = status
+        self.reason = reason
+        self.body = body
+        self._lower: str | None = None
+        if isinstance(headers, str):
+            # the header lines, each after a CRLF, as they arrived
+            self._head: str = headers
+            self._dict: dict[str, str] | None = None
+        else:
+            self._head = ""
+            self._dict = {k.lower(): v for k, v in headers.items()}
 
     def header(self, name: str, default: str = "") -> str:
-        return self.headers.get(name, default)
+        """The value of header ``name`` (lower-case), or ``default``; of a repeated header,
+        the first."""
+        if self._dict is not None:
+            return self._dict.get(name, default)
+        return find_header(self._head, self._lowered(), name, default)
+
+    def _lowered(self) -> str:
+        if self._lower is None:
+            self._lower = self._head.lower()
+        return self._lower
+
+    @property
+    def headers(self) -> Mapping[str, str]:
+        if self._dict is None:
+            out: dict[str, str] = {}
+            for line in self._head.split("\r\n"):
+                name, sep, value = line.partition(":")
+                if not sep:
+                    continue
+                key, value = name.strip().lower(), value.strip()
+                out[key] = f"{out[key]}, {value}" if key in out else value
+            self._dict = out
+        return self._dict
+
+    def __repr__(self) -> str:
+        return f"Response({self.status} {self.reason!r}, {len(self.body)} bytes)"
+
+
+def find_header(head: str, lower: str, name: str, default: str = "") -> str:
+    """A header's value in ``head`` (header lines each after a CRLF; ``lower`` is
+    ``head.lower()``), found by a search, not by splitting every line."""
+    at = lower.find(f"\r\n{name}:")
+    if at < 0:
+        return default
+    start = at + len(name) + 3
+    end = head.find("\r\n", start)
+    return (head[start:] if end < 0 else head[start:end]).strip()
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,13 +150,15 @@ class _Connection(asyncio.Protocol):
         self.closed = False
         self.reused = False  # served a request before the current one
         self.deadline = 0.0
+        self.idle_since = 0.0
+        self.idle_limit = pool.idle_timeout
         self._waiter: asyncio.Future[Response] | None = None
         self._head_only = False
         self._max_body: int | None = None
         self._pending = b""
         self._status = 0
         self._reason = ""
-        self._headers: dict[str, str] | None = None  # None: the head is not complete yet
+        self._headers: str | None = None  # the header lines; None: the head is not complete
         self._length = -1  # body bytes still expected; -1 until known; -2: until EOF
         self._chunked = False
         self._body: list[bytes] = []
@@ -162,8 +220,8 @@ class _Connection(asyncio.Protocol):
 
     def _parse_head(self, head: bytes) -> bool:
         text = head.decode("latin-1")
-        lines = text.split("\r\n")
-        status_line = lines[0]
+        line_end = text.find("\r\n")
+        status_line = text if line_end < 0 else text[:line_end]
         try:
             version, _, rest = status_line.partition(" ")
             code, _, reason = rest.partition(" ")
@@ -174,26 +232,24 @@ class _Connection(asyncio.Protocol):
             return False
         if 100 <= status < 200:
             return True  # interim (100 Continue): skip it, wait for the final head
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            key = name.strip().lower()
-            value = value.strip()
-            if key in headers:
-                headers[key] = f"{headers[key]}, {value}"
-            else:
-                headers[key] = value
+        headers = "" if line_end < 0 else text[line_end:]
+        lower = headers.lower()
         self._status, self._reason, self._headers = status, reason, headers
-        connection = headers.get("connection", "").lower()
+        if not self.reused:  # the server's idle limit, if it says: the same for each answer
+            keep_alive = find_header(headers, lower, "keep-alive")
+            if keep_alive:
+                self._note_keep_alive(keep_alive)
+        connection = find_header(headers, lower, "connection").lower()
         self._keep_alive = "close" not in connection and (version != "HTTP/1.0"
                                                           or "keep-alive" in connection)
+        length = find_header(headers, lower, "content-length")
         if self._head_only or status in _NO_BODY_STATUS:
             self._length = 0
-        elif "chunked" in headers.get("transfer-encoding", "").lower():
+        elif "chunked" in find_header(headers, lower, "transfer-encoding").lower():
             self._chunked, self._length = True, -1
-        elif "content-length" in headers:
+        elif length:
             try:
-                self._length = int(headers["content-length"])
+                self._length = int(length)
             except ValueError:
                 self._fail(ConnectionError("malformed Content-Length from "
                                            f"{self.pool.origin.host_header}"))
@@ -208,6 +264,15 @@ class _Connection(asyncio.Protocol):
             self._finish()
             return False
         return True
+
+    def _note_keep_alive(self, value: str) -> None:
+        """``Keep-Alive: timeout=N``: the server closes this connection after N idle
+        seconds; stop reusing it a second before."""
+        for part in value.split(","):
+            name, _, number = part.strip().partition("=")
+            if name.strip().lower() == "timeout":
+                with contextlib.suppress(ValueError):
+                    self.idle_limit = min(self.idle_limit, max(0.0, float(number) - 1.0))
 
     def _take_body(self, data: bytes) -> None:
         if self._chunked:
@@ -330,13 +395,15 @@ class ConnectionPool:
     def __init__(self, origin: Origin, max_connections: int, *,
                  ssl_context: ssl.SSLContext | None = None,
                  connect_timeout: float = CONNECT_TIMEOUT_S,
-                 read_timeout: float = READ_TIMEOUT_S) -> None:
+                 read_timeout: float = READ_TIMEOUT_S,
+                 idle_timeout: float = IDLE_TIMEOUT_S) -> None:
         if max_connections < 1:
             raise ValueError("max_connections must be at least 1")
         self.origin = origin
         self.max_connections = max_connections
         self.connect_timeout = connect_timeout
         self.read_timeout = read_timeout
+        self.idle_timeout = idle_timeout
         self._ssl = (ssl_context or ssl.create_default_context()) if origin.scheme == "https" \
             else None
         self._idle: collections.deque[_Connection] = collections.deque()
@@ -363,14 +430,20 @@ class ConnectionPool:
         return len(self._busy) + len(self._idle)
 
     async def request(self, method: str, target: str, headers: Mapping[str, str],
-                      body: bytes = b"", *, max_body: int | None = None) -> Response:
-        """Send one request (``target``: the path and query, already encoded) and return the
-        whole answer. A request that finds its reused connection closed by the server before
-        any byte of the answer is sent again once on a new connection if it is a read (GET,
-        HEAD); any other failure is raised for the caller to classify."""
+                      body: bytes = b"", *, max_body: int | None = None,
+                      idempotent: bool | None = None) -> Response:
+        """Send one request (``target``: the path and query, already encoded; ``headers`` with
+        lower-case names; ``Content-Length`` added unless given) and return the whole answer.
+        A request that finds its reused connection closed by the server before any byte of
+        the answer is sent again once on a new connection if it is idempotent (by default
+        GET, HEAD and DELETE; a caller says so of others, such as a batch of deletes); any
+        other failure is raised for the caller to classify."""
+        if idempotent is None:
+            idempotent = method in ("GET", "HEAD", "DELETE")
         lines = "".join([f"{k}: {v}\r\n" for k, v in headers.items()])
-        head = (f"{method} {target} HTTP/1.1{self._prefix}{lines}"
-                f"Content-Length: {len(body)}\r\n\r\n").encode("latin-1")
+        if "content-length" not in headers:
+            lines += f"Content-Length: {len(body)}\r\n"
+        head = f"{method} {target} HTTP/1.1{self._prefix}{lines}\r\n".encode("latin-1")
         head_only = method == "HEAD"
         for attempt in (1, 2):
             conn = await self._acquire()
@@ -382,7 +455,7 @@ class ConnectionPool:
                 return await waiter
             except ConnectionResetError as e:
                 stale = getattr(e, "reused", False) and not getattr(e, "got_bytes", True)
-                if attempt == 1 and stale and method in ("GET", "HEAD"):
+                if attempt == 1 and stale and idempotent:
                     continue
                 raise
             except asyncio.CancelledError:
@@ -394,11 +467,16 @@ class ConnectionPool:
         while True:
             if self._closed:
                 raise ConnectionError(f"pool for {self.origin.host_header} is closed")
+            now = time.monotonic()
             while self._idle:
                 conn = self._idle.pop()  # the most recently used: least likely to be stale
-                if not conn.closed:
-                    self._busy.add(conn)
-                    return conn
+                if conn.closed:
+                    continue
+                if now - conn.idle_since > conn.idle_limit:
+                    conn._abort()  # the server may be closing it as we write
+                    continue
+                self._busy.add(conn)
+                return conn
             if len(self._busy) + self._opening < self.max_connections:
                 return await self._open()
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -435,6 +513,8 @@ class ConnectionPool:
         if self._closed:
             conn._abort()
             return
+        conn.idle_since = time.monotonic()
+        conn.deadline = 0.0
         self._idle.append(conn)
         self._wake()
 

@@ -13,16 +13,18 @@ import asyncio
 import concurrent.futures
 import os
 import threading
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-__all__ = ["new_event_loop", "run", "wire_loop"]
+__all__ = ["loop_cpu_seconds", "new_event_loop", "run", "wire_loop"]
 
 T = TypeVar("T")
 
 _lock = threading.Lock()
 _loop: asyncio.AbstractEventLoop | None = None
 _pid = 0
+_thread: threading.Thread | None = None
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
@@ -37,7 +39,7 @@ def new_event_loop() -> asyncio.AbstractEventLoop:
 
 def wire_loop() -> asyncio.AbstractEventLoop:
     """This process's request loop, started on first use."""
-    global _loop, _pid
+    global _loop, _pid, _thread
     loop = _loop
     if loop is not None and _pid == os.getpid() and loop.is_running():
         return loop
@@ -51,10 +53,25 @@ def wire_loop() -> asyncio.AbstractEventLoop:
                 new.call_soon(started.set)
                 new.run_forever()
 
-            threading.Thread(target=serve, name="committer-wire", daemon=True).start()
+            thread = threading.Thread(target=serve, name="committer-wire", daemon=True)
+            thread.start()
             started.wait()
-            _loop, _pid = new, os.getpid()
+            _loop, _pid, _thread = new, os.getpid(), thread
         return _loop
+
+
+def loop_cpu_seconds() -> float | None:
+    """The CPU time the request loop's thread has used so far (``None`` where a thread's
+    clock cannot be read, or before the loop started): how busy the loop is, which decides
+    whether more loops would help (``fanout.py``)."""
+    thread = _thread
+    if thread is None or thread.ident is None or _pid != os.getpid():
+        return None
+    try:
+        clock = time.pthread_getcpuclockid(thread.ident)
+        return time.clock_gettime(clock)
+    except (AttributeError, OSError):
+        return None
 
 
 def run(loop: asyncio.AbstractEventLoop, fn: Callable[..., Coroutine[Any, Any, T]],

@@ -15,18 +15,22 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from committer.store.http.connection import Response, find_header
+
 __all__ = ["SubResponse", "batch_body", "new_boundary", "parse_batch_response"]
 
 
 @dataclass(frozen=True, slots=True)
 class SubResponse:
     """One sub-request's answer: its ``Content-ID`` (as the batch gave it, ``<`` ``>`` and a
-    ``response-`` prefix removed), status, headers (lower-case names) and body."""
+    ``response-`` prefix removed) and the answer itself."""
 
     content_id: str
-    status: int
-    headers: dict[str, str]
-    body: bytes
+    response: Response
+
+    @property
+    def status(self) -> int:
+        return self.response.status
 
 
 def new_boundary(prefix: str = "batch_") -> str:
@@ -77,28 +81,23 @@ def parse_batch_response(content_type: str, body: bytes) -> list[SubResponse]:
         mime_end = part.find(b"\r\n\r\n")
         if mime_end < 0:
             raise ValueError("a batch part has no header end")
-        mime = _headers(part[:mime_end].decode("latin-1").split("\r\n"))
+        mime = "\r\n" + part[:mime_end].decode("latin-1")
+        content_id = find_header(mime, mime.lower(), "content-id")
         http = part[mime_end + 4:]
         head_end = http.find(b"\r\n\r\n")
         if head_end < 0:
             head_text, payload = http.rstrip(b"\r\n").decode("latin-1"), b""
         else:
             head_text, payload = http[:head_end].decode("latin-1"), http[head_end + 4:]
-        lines = head_text.split("\r\n")
-        status_parts = lines[0].split(" ", 2)
+        line_end = head_text.find("\r\n")
+        status_line = head_text if line_end < 0 else head_text[:line_end]
+        status_parts = status_line.split(" ", 2)
         if len(status_parts) < 2 or not status_parts[0].startswith("HTTP/"):
-            raise ValueError(f"a batch part holds no HTTP response: {lines[0][:100]!r}")
+            raise ValueError(f"a batch part holds no HTTP response: {status_line[:100]!r}")
         if payload.endswith(b"\r\n"):
             payload = payload[:-2]
-        out.append(SubResponse(_content_id(mime.get("content-id", "")), int(status_parts[1]),
-                               _headers(lines[1:]), payload))
+        headers = "" if line_end < 0 else head_text[line_end:]
+        reason = status_parts[2] if len(status_parts) > 2 else ""
+        out.append(SubResponse(_content_id(content_id),
+                               Response(int(status_parts[1]), reason, headers, payload)))
     return out
-
-
-def _headers(lines: Sequence[str]) -> dict[str, str]:
-    headers: dict[str, str] = {}
-    for line in lines:
-        name, sep, value = line.partition(":")
-        if sep:
-            headers[name.strip().lower()] = value.strip()
-    return headers

@@ -97,7 +97,7 @@ def test_a_request_and_its_answer() -> None:
             r = await pool.request("PUT", "/acct/c/a%20b?comp=x", {"x-ms-version": "1"},
                                    b"payload")
             assert (r.status, r.reason, r.body) == (200, "OK", b"hello")
-            assert r.header("etag") == '"0x1"' and r.header("x-twice") == "a, b"
+            assert r.header("etag") == '"0x1"' and r.headers["x-twice"] == "a, b"
             head = server.heads[0].decode()
             assert head.startswith("PUT /acct/c/a%20b?comp=x HTTP/1.1\r\n")
             assert f"Host: 127.0.0.1:{server.port}\r\n" in head
@@ -241,3 +241,14 @@ def test_origin_of_urls() -> None:
     assert Origin.of("https://h").host_header == "h"
     with pytest.raises(ValueError):
         Origin.of("ftp://h/")
+
+
+def test_headers_are_found_in_the_text_or_read_whole() -> None:
+    r = Response(200, "OK", "\r\nETag: \"0x1\"\r\nX-Ms-Meta-Hdi_isfolder: true\r\nVia: a\r\n"
+                 "Via:  b \r\nEmpty:", b"")
+    assert r.header("etag") == '"0x1"' and r.header("x-ms-meta-hdi_isfolder") == "true"
+    assert r.header("via") == "a" and r.header("empty") == "" and r.header("nope", "-") == "-"
+    assert r.headers == {"etag": '"0x1"', "x-ms-meta-hdi_isfolder": "true", "via": "a, b",
+                         "empty": ""}
+    given = Response(404, "", {"X-Ms-Error-Code": "BlobNotFound"}, b"")
+    assert given.header("x-ms-error-code") == "BlobNotFound"

@@ -29,16 +29,18 @@ def test_azure_batch_answer() -> None:
     [first, second] = parse_batch_response(
         "multipart/mixed; boundary=batchresponse_8d81", AZURITE_ANSWER)
     assert (first.content_id, first.status) == ("0", 202)
-    assert first.headers["x-ms-delete-type-permanent"] == "true"
+    assert first.response.header("x-ms-delete-type-permanent") == "true"
     assert (second.content_id, second.status) == ("1", 404)
-    assert second.headers["x-ms-error-code"] == "BlobNotFound"
-    assert second.body.endswith(b"</Error>")
+    assert second.response.header("x-ms-error-code") == "BlobNotFound"
+    assert second.response.headers["content-type"] == "application/xml"
+    assert second.response.body.endswith(b"</Error>")
 
 
 def test_gcs_batch_answer() -> None:
     [first, second] = parse_batch_response('multipart/mixed; boundary="33998d"', GCS_ANSWER)
-    assert (first.content_id, first.status, first.body) == ("0", 200, b"")
-    assert (second.content_id, second.status, second.body) == ("1", 404, b'{"error":{}}')
+    assert (first.content_id, first.status, first.response.body) == ("0", 200, b"")
+    assert (second.content_id, second.status, second.response.body) == ("1", 404,
+                                                                      b'{"error":{}}')
 
 
 def test_batch_body_shape() -> None:

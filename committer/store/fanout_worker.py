@@ -1,0 +1,72 @@
+"""A worker process of a commit's renames: ``python -m committer.store.fanout_worker``.
+
+Started by ``fanout.py``, spoken to over its standard input and output in length-prefixed
+pickled frames (nothing else may write to its standard output, so ``print`` goes to standard
+error): ``("open", location, config)`` opens the store, ``("batch", id, entries)`` renames
+through a ``ManagedStore`` of this process and answers ``("done", id, tally)`` or
+``("failed", id, error, tally)``, ``("stop",)`` ends it once every batch is answered. Batches
+run on ``io_threads`` threads, so that this process's request loop has many in flight, as the
+committing process's has.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import IO, Any
+
+from committer.errors import StoreError
+from committer.statistics import IOStatistics
+from committer.store.fanout import error_fields, read_frame, write_frame
+
+
+def main() -> int:
+    out: IO[bytes] = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # stray output goes to standard error, not into the frames
+    source: IO[bytes] = sys.stdin.buffer
+    message = read_frame(source)
+    if message is None or message[0] != "open":
+        return 2
+    from committer.store import ManagedStore, open_backend
+
+    _, location, config = message
+    try:
+        backend = open_backend(location, config.storage_options)
+    except Exception as e:
+        write_frame(out, ("failed", 0, error_fields(e)))
+        return 1
+    write_frame(out, ("ready",))
+    lock = threading.Lock()
+
+    def answer(frame: tuple[Any, ...]) -> None:
+        with lock:
+            write_frame(out, frame)
+
+    def rename(batch: int, entries: list[tuple[str, str, int | None, str | None]]) -> None:
+        stats = IOStatistics()
+        store = ManagedStore(backend, config, stats)  # its own statistics, sent back
+        try:
+            store.rename_batch(entries)
+        except StoreError as e:
+            answer(("failed", batch, error_fields(e), stats.take()))
+            return
+        except Exception as e:  # anything else is a bug; report it as the batch's failure
+            answer(("failed", batch, error_fields(e), stats.take()))
+            return
+        answer(("done", batch, stats.take()))
+
+    with ThreadPoolExecutor(config.io_threads, thread_name_prefix="fanout") as pool:
+        while True:
+            message = read_frame(source)
+            if message is None or message[0] == "stop":
+                break
+            pool.submit(rename, message[1], message[2])
+    backend.close()
+    out.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

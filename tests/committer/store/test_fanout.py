@@ -1,0 +1,141 @@
+"""More request loops for a big commit: worker processes take rename batches when the
+committing process's loop is saturated (``committer/store/fanout.py``), on the ADLS stub."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from committer import statistics as st
+from committer.config import CommitterConfig
+from committer.job import JobCommitter
+from committer.store import ManagedStore, fanout, open_store
+from committer.task import TaskAttemptCommitter
+from committer.task.attempt import task_ids
+from committer.testing.adls_stub import AdlsStub
+
+Entry = tuple[str, str, int | None, str | None]
+
+
+@pytest.fixture
+def account() -> Iterator[AdlsStub]:
+    with AdlsStub(hierarchical=True) as stub:
+        yield stub
+
+
+def _store(stub: AdlsStub, processes: int = 0) -> ManagedStore:
+    return open_store("abfs://c", CommitterConfig(storage_options=stub.storage_options,
+                                                  retry_initial_delay_ms=5,
+                                                  store_processes=processes))
+
+
+def _entries(store: ManagedStore, n: int) -> list[Entry]:
+    store.mkdirs("abfs://c/out")
+    entries: list[Entry] = []
+    for i in range(n):
+        src = f"abfs://c/in/f{i}"
+        store.write_bytes(src, b"x")
+        entries.append((src, f"abfs://c/out/f{i}", 1, store.identity(store.stat(src))))
+    return entries
+
+
+def _always_saturated(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any busy loop counts as saturated, however few renames are left."""
+    monkeypatch.setattr(fanout, "SATURATED", 0.0)
+    monkeypatch.setattr(fanout, "MIN_REMAINING", 0)
+    monkeypatch.setattr(fanout, "_SAMPLE_S", 0.05)
+
+
+def _wait_for_lane(store: ManagedStore) -> fanout.FanOut:
+    fan = store._fanout
+    assert fan is not None
+    deadline = time.monotonic() + 60
+    while not fan.lanes and time.monotonic() < deadline:
+        store.stat("abfs://c")  # keep the loop busy
+    assert fan.lanes, "no worker started"
+    return fan
+
+
+def _rename_concurrently(store: ManagedStore, entries: list[Entry], size: int = 20) -> None:
+    with ThreadPoolExecutor(8) as pool:
+        for future in [pool.submit(store.rename_batch, entries[k:k + size])
+                       for k in range(0, len(entries), size)]:
+            future.result()
+
+
+def test_a_saturated_loop_gets_a_worker_process_and_its_statistics_come_back(
+        account: AdlsStub, monkeypatch: pytest.MonkeyPatch) -> None:
+    _always_saturated(monkeypatch)
+    store = _store(account)
+    entries = _entries(store, 400)
+    with store.fanned_out("abfs://c", len(entries)):
+        fan = _wait_for_lane(store)
+        before = account.ops().count("dfs_rename")
+        _rename_concurrently(store, entries)
+        worker = fan.lanes[0].process
+    assert worker.poll() is not None  # stopped with the stage
+    assert account.ops().count("dfs_rename") - before == len(entries)
+    assert sorted(s.path for s in store.walk_files("abfs://c/out")) == sorted(
+        e[1] for e in entries)
+    assert store.stats.counter(st.OP_RENAME) == len(entries)  # the worker's merged in
+    assert store.stats.counter(st.STORE_PROCESSES_STARTED) == 1
+
+
+def test_a_worker_that_dies_loses_no_rename(account: AdlsStub,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    _always_saturated(monkeypatch)
+    store = _store(account)
+    entries = _entries(store, 300)
+    with store.fanned_out("abfs://c", len(entries)):
+        fan = _wait_for_lane(store)
+        _rename_concurrently(store, entries[:100])
+        fan.lanes[0].process.kill()  # mid-commit: its batches go to the committing process
+        fan.lanes[0].process.wait()
+        _rename_concurrently(store, entries[100:])
+    assert sorted(s.path for s in store.walk_files("abfs://c/out")) == sorted(
+        e[1] for e in entries)
+    assert not list(store.walk_files("abfs://c/in"))
+
+
+def test_no_worker_when_it_cannot_pay_or_is_not_wanted(account: AdlsStub, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(fanout, "SATURATED", 0.0)
+    store = _store(account)
+    with store.fanned_out("abfs://c", fanout.MIN_REMAINING - 1):  # too few renames
+        assert store._fanout is None
+    with _store(account, processes=1).fanned_out("abfs://c", 10**6):
+        pass
+    local = open_store(str(tmp_path))
+    with local.fanned_out(str(tmp_path), 10**6):  # local disk: nothing to spread
+        assert local._fanout is None
+
+
+def test_a_job_commit_spreads_its_renames(account: AdlsStub,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    _always_saturated(monkeypatch)
+    config = CommitterConfig(storage_options=account.storage_options,
+                             rename_directories=False, io_threads=8)
+    dest, job_id = "abfs://t/table", f"j{uuid.uuid4().hex[:8]}"
+    JobCommitter(dest, job_id, config=config).setup()
+    committed = {}
+    for n in range(30):
+        task, attempt = task_ids(job_id, n)
+        ta = TaskAttemptCommitter(dest, job_id, task, attempt, config=config)
+        ta.setup()
+        for i in range(30):
+            with ta.open_output(f"p={i % 3}/part-{n}-{i}.csv") as out:
+                out.write(b"a\n")
+        ta.commit()
+        committed[task] = attempt
+    summary = JobCommitter(dest, job_id, config=config).commit(committed)
+    assert summary.metrics["committer_files_committed"] == 900
+    counters = summary.iostatistics.counters
+    assert counters["op_rename"] == 900
+    assert counters["store_processes_started"] == 1  # the stage's renames took > 0.1 s
+    with open_store(dest, config) as store:
+        assert len([s for s in store.walk_files(dest) if "/p=" in s.path]) == 900
