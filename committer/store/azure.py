@@ -169,10 +169,18 @@ class _Endpoint:
         self.url = f"{self.origin.scheme}://{self.origin.host_header}{self.base}"
         self.max_connections = max_connections
         self.pool: ConnectionPool | None = None
+        self._containers: dict[str, str] = {}
 
     def target(self, container: str, key: str) -> str:
-        path = self.base + "/" + quote_name(container)
+        path = self.container_path(container)
         return path + "/" + quote_path(key) if key else path
+
+    def container_path(self, container: str) -> str:
+        """``base/container``, encoded (a store sees few containers: kept)."""
+        found = self._containers.get(container)
+        if found is None:
+            found = self._containers[container] = self.base + "/" + quote_name(container)
+        return found
 
 
 class AzureStore(AsyncStore):

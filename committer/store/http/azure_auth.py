@@ -38,6 +38,12 @@ __all__ = ["AzureAuth", "BearerToken", "NoAuth", "Sas", "SharedKey", "azure_auth
 STORAGE_SCOPE = "https://storage.azure.com/.default"
 _REFRESH_MARGIN_S = 300.0
 
+# The request headers Shared Key covers by name, at their place in the string it signs ("date"
+# stays empty: x-ms-date is sent instead).
+_STANDARD = {name: i for i, name in enumerate((
+    "content-encoding", "content-language", "content-length", "content-md5", "content-type",
+    "date", "if-modified-since", "if-match", "if-none-match", "if-unmodified-since", "range"))}
+
 _date_cache: list[tuple[int, str]] = [(0, "")]
 
 
@@ -95,17 +101,19 @@ class SharedKey(AzureAuth):
         """The canonical form of a request. ``path`` is the encoded path as sent (for a
         path-style endpoint it starts with the account, which then appears twice, as the
         service expects); ``query`` holds decoded values; ``headers`` has lower-case names."""
-        get = headers.get
-        length = get("content-length", "")
-        if length == "0":
-            length = ""  # service version 2015-02-21 and later sign an empty length as ""
-        canonical = (f"{method}\n{get('content-encoding', '')}\n{get('content-language', '')}\n"
-                     f"{length}\n{get('content-md5', '')}\n{get('content-type', '')}\n"
-                     f"{get('date', '')}\n{get('if-modified-since', '')}\n{get('if-match', '')}\n"
-                     f"{get('if-none-match', '')}\n{get('if-unmodified-since', '')}\n"
-                     f"{get('range', '')}\n")
-        ms = sorted([(k, v) for k, v in headers.items() if k[:5] == "x-ms-"])
-        canonical += "".join([f"{k}:{v}\n" for k, v in ms]) + f"/{self.account}{path}"
+        standard = ["", "", "", "", "", "", "", "", "", "", ""]
+        ms: list[tuple[str, str]] = []
+        for name, value in headers.items():
+            at = _STANDARD.get(name)
+            if at is not None:
+                standard[at] = value
+            elif name[:5] == "x-ms-":
+                ms.append((name, value))
+        if standard[2] == "0":
+            standard[2] = ""  # service version 2015-02-21 and later sign an empty length as ""
+        ms.sort()
+        canonical = (method + "\n" + "\n".join(standard) + "\n"
+                     + "".join([f"{k}:{v}\n" for k, v in ms]) + f"/{self.account}{path}")
         if query:
             canonical += "".join([f"\n{k.lower()}:{v}" for k, v in sorted(query)])
         return canonical

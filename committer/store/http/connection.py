@@ -239,17 +239,21 @@ class _Connection(asyncio.Protocol):
             keep_alive = find_header(headers, lower, "keep-alive")
             if keep_alive:
                 self._note_keep_alive(keep_alive)
-        connection = find_header(headers, lower, "connection").lower()
-        self._keep_alive = "close" not in connection and (version != "HTTP/1.0"
-                                                          or "keep-alive" in connection)
-        length = find_header(headers, lower, "content-length")
+        if "\r\nconnection:" in lower:
+            connection = find_header(headers, lower, "connection").lower()
+            self._keep_alive = "close" not in connection and (version != "HTTP/1.0"
+                                                              or "keep-alive" in connection)
+        else:
+            self._keep_alive = version != "HTTP/1.0"
         if self._head_only or status in _NO_BODY_STATUS:
             self._length = 0
-        elif "chunked" in find_header(headers, lower, "transfer-encoding").lower():
-            self._chunked, self._length = True, -1
-        elif length:
+        elif "\r\ntransfer-encoding:" in lower and "chunked" in find_header(
+                headers, lower, "transfer-encoding").lower():
+            self._chunked, self._length = True, -1  # it wins over a Content-Length (RFC 9112)
+        elif (at := lower.find("\r\ncontent-length:")) >= 0:
+            end = lower.find("\r\n", at + 17)
             try:
-                self._length = int(length)
+                self._length = int(lower[at + 17:end] if end >= 0 else lower[at + 17:])
             except ValueError:
                 self._fail(ConnectionError("malformed Content-Length from "
                                            f"{self.pool.origin.host_header}"))

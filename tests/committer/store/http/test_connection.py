@@ -252,3 +252,14 @@ def test_headers_are_found_in_the_text_or_read_whole() -> None:
                          "empty": ""}
     given = Response(404, "", {"X-Ms-Error-Code": "BlobNotFound"}, b"")
     assert given.header("x-ms-error-code") == "BlobNotFound"
+
+
+def test_chunked_framing_wins_over_a_content_length() -> None:
+    reply = (b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
+             b"5\r\nhello\r\n0\r\n\r\n")
+
+    async def main() -> None:
+        async with serving(lambda head: reply) as (_, pool):
+            assert (await pool.request("GET", "/", {})).body == b"hello"
+            assert (await pool.request("GET", "/", {})).body == b"hello"
+    run(main)
