@@ -214,6 +214,14 @@ class AsyncStore(Store):
     native_batches = True
     _loop: asyncio.AbstractEventLoop
     _resources: AsyncResources
+    concurrency: int = 256
+
+    @property
+    def _batch_workers(self) -> int:
+        """Coroutines one batch runs at once: a quarter of the store's concurrency (the engine
+        runs many batches at once, and the store's adaptive limit, not this, bounds the
+        requests in flight), so that a batch is not a thousand coroutines asleep at once."""
+        return max(64, self.concurrency // 4)
 
     def _init_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         """Bind the store to ``loop``; its resources are closed when it is collected."""

@@ -56,7 +56,9 @@ __all__ = ["API_VERSION", "AzureStore", "azure_error", "open_azure"]
 #: the REST API version every request names (Blob Batch and the Data Lake rename need
 #: 2018-11-09 or later; Azurite 3.37 and the service both take this one)
 API_VERSION = "2023-11-03"
-DEFAULT_CONCURRENCY = 512
+# Requests in flight at most: the adaptive limit grows to this. It covers latency x rate of
+# an account: ~1,000 in flight keep 20,000 requests/s going at a mean latency of 50 ms.
+DEFAULT_CONCURRENCY = 1024
 #: sub-requests per Blob Batch request (the service's limit)
 BATCH_LIMIT = 256
 # Copy Blob of a large source may stay "pending" on real Azure; poll its status, bounded.
@@ -713,14 +715,14 @@ class AzureStore(AsyncStore):
             async def rename(pair: tuple[str, str]) -> None:
                 await self._datalake_rename(pair[0], pair[1], False, "rename_file")
 
-            return await map_bounded(rename, pairs, self.concurrency)
+            return await map_bounded(rename, pairs, self._batch_workers)
         # Flat: every copy first, then the copied sources' deletes in Blob Batch requests.
         sources: list[tuple[str, str] | None] = [None] * len(pairs)
 
         async def copy(i: int) -> None:
             sources[i] = await self._copy(pairs[i][0], pairs[i][1], False)
 
-        results = await map_bounded(copy, range(len(pairs)), self.concurrency)
+        results = await map_bounded(copy, range(len(pairs)), self._batch_workers)
         to_delete = [i for i, r in enumerate(results) if r is None and sources[i] is not None]
         deleted = await self._delete_many([sources[i] for i in to_delete])  # type: ignore[misc]
         for i, error in zip(to_delete, deleted, strict=True):

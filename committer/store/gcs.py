@@ -64,7 +64,9 @@ from committer.store.http.quoting import quote_name
 
 __all__ = ["GcsHttpError", "GcsStore", "open_gcs"]
 
-DEFAULT_CONCURRENCY = 512
+# Requests in flight at most: the adaptive limit grows to this. It covers latency x rate of
+# an account: ~1,000 in flight keep 20,000 requests/s going at a mean latency of 50 ms.
+DEFAULT_CONCURRENCY = 1024
 #: calls in one request to the batch endpoint (the service's limit)
 BATCH_LIMIT = 100
 _TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
@@ -553,7 +555,8 @@ class GcsStore(AsyncStore):
             async with self._probe_lock:
                 if self._move_supported is None:
                     first = await map_bounded(rewrite, indexes[:1], 1)
-        results = first + await map_bounded(rewrite, indexes[len(first):], self.concurrency)
+        results = first + await map_bounded(rewrite, indexes[len(first):],
+                                                     self._batch_workers)
         # then the rewritten sources' deletes, through the batch endpoint
         to_delete = [i for i, r in enumerate(results) if r is None and sources[i] is not None]
         deleted = await self._delete_many([sources[i] for i in to_delete])  # type: ignore[misc]
