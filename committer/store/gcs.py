@@ -435,6 +435,11 @@ class GcsStore(AsyncStore):
         await self._delete_object(bucket, sk, s.get("generation"))
 
     async def _delete_object(self, bucket: str, key: str, generation: Any = None) -> bool:
+        """Delete an object (``generation``: only that generation of it); ``False`` if it was
+        not there. A delete is idempotent, so the client sends it again when its connection
+        was closed with no answer, and that second delete may find the object gone: for a
+        conditional one the service then answers 412, which means "gone" here, not "another
+        generation", once a read confirms it."""
         params = {"ifGenerationMatch": str(generation)} if generation else None
         try:
             await self._request("delete_file", "DELETE", f"{self._api}/{self._obj(bucket, key)}",
@@ -442,6 +447,8 @@ class GcsStore(AsyncStore):
         except GcsHttpError as e:
             if e.status == 404:
                 return False
+            if e.status == 412 and generation and await self._get_object(bucket, key) is None:
+                return True
             raise
         return True
 
