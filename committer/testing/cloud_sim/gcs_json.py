@@ -325,7 +325,7 @@ class GcsService(Service):
         bucket = self._bucket(req.bucket)
         obj = self.ns.get(bucket, req.key)
         if req.raw_query:
-            self._preconditions(req.params(), obj)
+            self._preconditions(req.params(plus=True), obj)
         if obj is None:
             raise _not_found(req.bucket, req.key)
         return self._object_reply(req.bucket, req.key, obj)
@@ -333,7 +333,7 @@ class GcsService(Service):
     def _get_media(self, req: Request) -> Reply:
         bucket = self._bucket(req.bucket)
         obj = self.ns.get(bucket, req.key)
-        self._preconditions(req.params(), obj)
+        self._preconditions(req.params(plus=True), obj)
         if obj is None:
             raise _not_found(req.bucket, req.key)
         generation = GENERATION_BASE + obj.seq
@@ -362,7 +362,7 @@ class GcsService(Service):
 
     def _list_objects(self, req: Request) -> Reply:
         bucket = self._bucket(req.bucket)
-        q = req.params()
+        q = req.params(plus=True)
         prefix = q.get("prefix", "")
         delimiter = q.get("delimiter", "")
         limit = self._int_param(q, "maxResults") or _DEFAULT_MAX_RESULTS
@@ -392,7 +392,7 @@ class GcsService(Service):
         return Reply(200, _JSON, orjson.dumps(out))
 
     def _upload(self, req: Request) -> Reply:
-        q = req.params()
+        q = req.params(plus=True)
         kind = q.get("uploadType", "")
         extra_meta: dict[str, str] | None = None
         if kind == "multipart":
@@ -429,7 +429,7 @@ class GcsService(Service):
         dst_bucket_name, dst_key, is_copy = req.sub
         src_bucket = self._bucket(req.bucket)
         source = self.ns.get(src_bucket, req.key)
-        q = req.params()
+        q = req.params(plus=True)
         self._preconditions(q, source, source=True)
         if source is None:
             raise _not_found(req.bucket, req.key)
@@ -452,7 +452,7 @@ class GcsService(Service):
         bucket = self._bucket(req.bucket)
         obj = self.ns.get(bucket, req.key)
         if req.raw_query:
-            self._preconditions(req.params(), obj)
+            self._preconditions(req.params(plus=True), obj)
         if obj is None:
             raise _not_found(req.bucket, req.key)
         self.ns.remove(bucket, req.key)
@@ -465,7 +465,7 @@ class GcsService(Service):
         _, dst_key, _ = req.sub
         bucket = self._bucket(req.bucket)
         source = self.ns.get(bucket, req.key)
-        q = req.params()
+        q = req.params(plus=True)
         self._preconditions(q, source, source=True)
         if source is None:
             raise _not_found(req.bucket, req.key)

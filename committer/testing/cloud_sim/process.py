@@ -196,38 +196,41 @@ class CloudSim:
     def _json(self, method: str, path: str, body: bytes | None = None) -> Any:
         return orjson.loads(self._control(method, path, body))
 
-    def populate(self, records: Iterable[Mapping[str, Any]], *,
-                 results: bool = True) -> list[dict[str, Any]] | int:
+    def populate(self, records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """Store objects (see ``control.py``): each record ``{"bucket", "key", "size"}`` (no
-        content) or ``{"bucket", "key", "data_b64"}``. Returns the per-object answers in
-        order, or (``results=False``) the number stored. A line the simulator refused is a
+        content) or ``{"bucket", "key", "data_b64"}``. Returns the answers in order
+        (``etag``, ``md5``, ``generation``, ``crc32c``). A line the simulator refused is a
         :class:`CloudSimError`."""
         answers: list[dict[str, Any]] = []
+        for data in self._populate(records, results=True):
+            answers += [orjson.loads(line) for line in data.splitlines()]
+        for answer in answers:
+            if "error" in answer:
+                raise CloudSimError(f"populate: {answer}")
+        return answers
+
+    def populate_count(self, records: Iterable[Mapping[str, Any]]) -> int:
+        """:meth:`populate` without the per-object answers (for millions): how many were
+        stored."""
         stored = 0
+        for data in self._populate(records, results=False):
+            answer = orjson.loads(data)
+            if answer.get("errors"):
+                raise CloudSimError(f"populate: {answer}")
+            stored += int(answer["stored"])
+        return stored
+
+    def _populate(self, records: Iterable[Mapping[str, Any]], *,
+                  results: bool) -> Iterator[bytes]:
         chunk: list[bytes] = []
-
-        def send() -> None:
-            nonlocal stored
-            body = b"\n".join(chunk) + b"\n"
-            chunk.clear()
-            data = self._control("POST", "/populate", body,
-                                 None if results else {"results": "0"})
-            for line in data.splitlines():
-                answer = orjson.loads(line)
-                if "error" in answer or answer.get("errors"):
-                    raise CloudSimError(f"populate: {answer}")
-                if results:
-                    answers.append(answer)
-                else:
-                    stored += int(answer["stored"])
-
+        query = None if results else {"results": "0"}
         for record in records:
             chunk.append(orjson.dumps(dict(record)))
             if len(chunk) >= _POPULATE_CHUNK:
-                send()
+                yield self._control("POST", "/populate", b"\n".join(chunk) + b"\n", query)
+                chunk.clear()
         if chunk:
-            send()
-        return answers if results else stored
+            yield self._control("POST", "/populate", b"\n".join(chunk) + b"\n", query)
 
     def objects(self, bucket: str, prefix: str = "") -> list[dict[str, Any]]:
         """Every object (and, with a namespace, directory) under ``prefix``."""

@@ -25,7 +25,7 @@ import sys
 import time
 import traceback
 from typing import Any, cast
-from urllib.parse import unquote
+from urllib.parse import unquote, unquote_plus
 
 from committer.testing.cloud_sim.faults import LOSE, THROTTLE, Fail, Faults
 from committer.testing.cloud_sim.latency import Latency
@@ -112,21 +112,28 @@ class Request:
         self.sub: Any = None
         self._pairs: list[tuple[str, str]] | None = None
 
-    def pairs(self) -> list[tuple[str, str]]:
-        """The query's ``(name, decoded value)`` pairs, in order."""
-        if self._pairs is None:
-            out = []
-            if self.raw_query:
-                for part in self.raw_query.split("&"):
-                    if part:
-                        name, _, value = part.partition("=")
+    def pairs(self, *, plus: bool = False) -> list[tuple[str, str]]:
+        """The query's ``(name, decoded value)`` pairs, in order; ``plus``: a '+' is a space
+        (form encoding, as aiohttp writes a space and the GCS API reads it; the Azure clients
+        write %20 and sign values decoded without it)."""
+        if self._pairs is not None and not plus:
+            return self._pairs
+        out = []
+        if self.raw_query:
+            for part in self.raw_query.split("&"):
+                if part:
+                    name, _, value = part.partition("=")
+                    if plus and "+" in part:
+                        out.append((unquote_plus(name), unquote_plus(value)))
+                    else:
                         out.append((unquote_fast(name), unquote_fast(value)))
+        if not plus:
             self._pairs = out
-        return self._pairs
+        return out
 
-    def params(self) -> dict[str, str]:
+    def params(self, *, plus: bool = False) -> dict[str, str]:
         """The query as a dictionary (the last value of a repeated name)."""
-        return dict(self.pairs())
+        return dict(self.pairs(plus=plus))
 
 
 class Reply:
@@ -292,10 +299,13 @@ class HttpProtocol(asyncio.Protocol):
                 self._fatal(400, f"malformed request line: {lines[0][:200]!r}")
                 return
             headers: dict[str, str] = {}
+            malformed = False
             for line in lines[1:]:
-                name, _, value = line.partition(":")
+                name, sep, value = line.partition(":")
+                if not sep:
+                    malformed = True
                 headers[name.lower()] = value.strip()
-            if len(headers) != len(lines) - 1:  # repeated names, or a malformed line
+            if malformed or len(headers) != len(lines) - 1:  # or a name repeated
                 parsed_headers = _careful_headers(lines)
                 if isinstance(parsed_headers, str):
                     self._fatal(400, parsed_headers)
