@@ -32,6 +32,40 @@ Operations (names as counted in the statistics and matched by faults):
 
 The account's namespace decides what the account information reports; the Data Lake endpoint
 is :mod:`azure_dfs`.
+
+Checked against Azurite 3.37.0 (the same requests to both, ``tests/testing/cloud_sim/
+test_conformance.py``; raw exchanges captured with the Azure SDK 12.31.1):
+
+- Copy Blob with ``If-None-Match: *`` over an existing blob: 409 ``BlobAlreadyExists``
+  (reason phrase "The specified blob already exists."), as Put Blob; the simulator answers
+  the same.
+- Copy Blob from a missing source: Azurite 404 ``BlobNotFound``; the simulator keeps the ADLS
+  stub's 404 ``CannotVerifyCopySource`` (the service's code for a source it cannot read). A
+  source in another account: Azurite 501 ``APINotImplemented``, the simulator 400
+  ``CannotVerifyCopySource``.
+- A wrong key: Azurite 403 ``AuthorizationFailure``; the simulator 403
+  ``AuthenticationFailed`` (the service's documented code). No authentication at all: Azurite
+  403 ``AuthorizationFailure``; the simulator 403 ``NoAuthenticationInformation`` (the stub's).
+- Blob Batch (``ContainerClient.delete_blobs``): the SDK writes each sub-request as
+  ``DELETE /devstoreaccount1/<container>/<blob>? HTTP/1.1`` (the account segment included for
+  a path-style endpoint, an empty query) with ``x-ms-date``, ``x-ms-client-request-id``, its
+  own Shared Key signature over ``/devstoreaccount1`` + that path, and ``Content-Length: 0``;
+  no ``x-ms-version``. Azurite answers 202 ``multipart/mixed;
+  boundary=batchresponse_<uuid>``, each part ``Content-Type: application/http``,
+  ``Content-ID: <n>``, then ``HTTP/1.1 202 Accepted`` with ``x-ms-request-id``,
+  ``x-ms-delete-type-permanent: true`` (and the client's request id) or ``HTTP/1.1 404 The
+  specified blob does not exist.`` with ``x-ms-error-code: BlobNotFound`` and an XML body;
+  the simulator's parts have the same statuses, ids and headers. A sub-request path without
+  the account: Azurite 400 ``InvalidInput`` in a container batch (its part without a
+  ``Content-ID``; ``OutOfRangeInput`` in an account batch, the path being read as
+  account/container), the simulator 400 ``InvalidInput`` (with the ``Content-ID``).
+- Listings with prefixes, ``/`` delimiters and ``maxresults=2`` pages: the same names,
+  prefixes and page boundaries.
+- A ranged read of an empty blob: 416 ``InvalidRange`` on both.
+- Get Blob Properties: the same headers but Azurite's access-tier ones. Whether the service
+  adds ``x-ms-resource-type`` on a namespace account could not be checked here (Azurite has
+  no namespace, and there is no real account): the simulator, like the stub, does not.
+- Azurite answers with its own ``x-ms-version``; the simulator echoes the request's.
 """
 
 from __future__ import annotations

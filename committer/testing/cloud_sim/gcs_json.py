@@ -31,6 +31,20 @@ deletes, reads) and ``ifSourceGenerationMatch`` / ``...NotMatch`` on a rewrite's
 source; a failed one is 412 ``conditionNotMet``. Errors are JSON ``{"error": {"code",
 "message", "errors": [{"message", "domain", "reason"}]}}``; the throttled answer is 429
 ``rateLimitExceeded``. Authentication is not checked (clients reach emulators anonymously).
+Query strings are form-encoded here ('+' is a space): aiohttp, which the engine's GCS backend
+uses, writes a space in ``prefix=`` so.
+
+Checked against fake-gcs-server v1.54.0 (memory backend; ``tests/testing/cloud_sim/
+test_conformance.py``): uploads (200; ``ifGenerationMatch=0`` over an existing object 412),
+reads (404 for a missing object), ``alt=media``, listings with prefixes and ``/`` delimiters
+(the same items and prefixes), and batch deletes (a part per sub-request, ``Content-ID:
+<response-N>``, 404 for a missing object) answer alike. Its differences from the service,
+which the simulator does not copy: ``ifGenerationMatch`` is ignored on rewrite and delete
+(both carried out), the etag is the MD5 (unchanged by a rewrite), a delete answers 200
+``null`` (in a batch too), the move API is refused with 400 ("Metadata in the request couldn't
+decode"), a batch sub-request whose head lacks its blank line before the delimiter is a 400
+part ("unable to process request"), and its error bodies say "Not Found" with reason "Not
+Found" rather than the service's ``notFound``.
 """
 
 from __future__ import annotations
