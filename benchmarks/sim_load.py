@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import os
 import resource
 import sys
@@ -130,10 +131,12 @@ class _Conn(asyncio.Protocol):
         head = buf[:end]
         length = 0
         if not self.head:
-            at = head.lower().find(b"content-length:")
+            at = head.find(b"\r\nContent-Length: ")  # the simulator's spelling
+            if at < 0:
+                at = head.lower().find(b"\r\ncontent-length: ")
             if at >= 0:
-                eol = head.find(b"\r\n", at)
-                length = int(head[at + 15:eol if eol >= 0 else len(head)])
+                eol = head.find(b"\r\n", at + 2)
+                length = int(head[at + 18:eol if eol >= 0 else len(head)])
         if len(buf) < end + 4 + length:
             self.buf = buf
             return
@@ -260,12 +263,31 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         stored = sim.populate_count({"bucket": CONTAINER, "key": object_key(i), "size": 1000}
                                     for i in range(args.objects))
         populate_s = time.perf_counter() - t
+        cpu_objects = sim.stats()["cpu"]
+        manifest_bytes = 0
+        if args.manifests:
+            body = base64.b64encode(os.urandom(args.manifest_kib * 1024)).decode()
+            t = time.perf_counter()
+            stored += sim.populate_count(
+                {"bucket": CONTAINER, "key": f"manifests/m{i:06d}.json", "data_b64": body}
+                for i in range(args.manifests))
+            manifest_s = time.perf_counter() - t
+            manifest_bytes = args.manifests * args.manifest_kib * 1024
         after = sim.stats()
-        result["populate"] = {"objects": stored, "seconds": round(populate_s, 2),
+        if stored != args.objects + args.manifests:
+            raise SystemExit(f"populated {stored} objects, not {args.objects + args.manifests}")
+        result["populate"] = {
+            "objects": args.objects, "seconds": round(populate_s, 2),
+            "sim_cpu_s": round(cpu_objects["process_user_s"] + cpu_objects["process_system_s"],
+                               2),
+            "manifests": args.manifests, "manifest_mib": round(manifest_bytes / 2**20, 1),
+            "manifest_seconds": round(manifest_s, 2) if args.manifests else 0.0,
                               "sim_peak_rss_mib": round(after["memory_kib"]["peak_rss"] / 1024, 1),
                               "sim_rss_mib": round(after["memory_kib"]["rss"] / 1024, 1),
                               "stored": after["stored"]}
-        print(f"populated {stored} objects in {populate_s:.1f}s; simulator peak RSS "
+        print(f"populated {args.objects} objects in {populate_s:.1f}s (simulator CPU "
+              f"{result['populate']['sim_cpu_s']}s) and {args.manifests} manifests "
+              f"({result['populate']['manifest_mib']} MiB); simulator peak RSS "
               f"{result['populate']['sim_peak_rss_mib']} MiB", file=sys.stderr)
         port = sim.ports["gcs" if args.service == "gcs" else
                          ("dfs" if args.op == "rename" else "blob")]
@@ -320,6 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--duration", type=float, default=10.0, help="seconds per run")
     p.add_argument("--connections", type=int, default=700)
     p.add_argument("--objects", type=int, default=1_000_000, help="objects populated")
+    p.add_argument("--manifests", type=int, default=0,
+                   help="also populate this many objects with bytes (manifests)")
+    p.add_argument("--manifest-kib", type=int, default=150, help="bytes of each manifest")
     p.add_argument("--latency-ms", type=float, default=20.0)
     p.add_argument("--p99-ms", type=float, default=200.0)
     p.add_argument("--repeat", type=int, default=3)

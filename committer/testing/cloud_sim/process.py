@@ -35,7 +35,10 @@ __all__ = ["CloudSim", "CloudSimError", "start_cloud_sim"]
 
 HOST = "127.0.0.1"
 READY_TIMEOUT_S = 30.0
-_POPULATE_CHUNK = 100_000  # lines per control request
+# a control request carries at most this many lines or bytes (the simulator holds one request
+# body at a time: its peak memory is the objects plus one chunk)
+_POPULATE_LINES = 100_000
+_POPULATE_BYTES = 16 << 20
 
 
 class CloudSimError(RuntimeError):
@@ -223,12 +226,16 @@ class CloudSim:
     def _populate(self, records: Iterable[Mapping[str, Any]], *,
                   results: bool) -> Iterator[bytes]:
         chunk: list[bytes] = []
+        size = 0
         query = None if results else {"results": "0"}
         for record in records:
-            chunk.append(orjson.dumps(dict(record)))
-            if len(chunk) >= _POPULATE_CHUNK:
+            line = orjson.dumps(record if type(record) is dict else dict(record))
+            chunk.append(line)
+            size += len(line)
+            if len(chunk) >= _POPULATE_LINES or size >= _POPULATE_BYTES:
                 yield self._control("POST", "/populate", b"\n".join(chunk) + b"\n", query)
                 chunk.clear()
+                size = 0
         if chunk:
             yield self._control("POST", "/populate", b"\n".join(chunk) + b"\n", query)
 
