@@ -255,7 +255,11 @@ class BlobService(AzureService):
 
     @staticmethod
     def _metadata(req: Request) -> dict[str, str]:
-        return {k[10:]: v for k, v in req.headers.items() if k.startswith("x-ms-meta-")}
+        h = req.headers
+        names = req.ms_names
+        if names is None:
+            return {k[10:]: v for k, v in h.items() if k.startswith("x-ms-meta-")}
+        return {k[10:]: h[k] for k in names if k.startswith("x-ms-meta-")}
 
     def _store(self, bucket: Bucket, key: str, obj: Obj, existing_dir: bool) -> None:
         if existing_dir:

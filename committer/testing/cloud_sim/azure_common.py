@@ -120,22 +120,22 @@ class AzureService(Service):
             return self.error_reply(req, e.status, e.code, e.message)
 
     def authorize(self, req: Request) -> None:
-        """Raise the service's 403 unless the request is authorized."""
-        self.authorize_parts(req.method, req.path, req.raw_query, req.pairs, req.headers)
-
-    def authorize_parts(self, method: str, path: str, raw_query: str,
-                        pairs: Callable[[], list[tuple[str, str]]],
-                        headers: Mapping[str, str]) -> None:
-        """:meth:`authorize` of a request given in pieces (a batch's sub-request)."""
+        """Raise the service's 403 unless the request is authorized. (Notes the request's
+        sorted ``x-ms-*`` header names on it: the signature and the metadata both need them.)"""
+        headers = req.headers
         auth = headers.get("authorization", "")
         if auth.startswith("SharedKey "):
-            if self.verifier is None or self.verifier.verify(auth, method, path, pairs(),
-                                                             headers):
+            if self.verifier is None:
+                return
+            names = [k for k in headers if k.startswith("x-ms-")]
+            names.sort()
+            req.ms_names = names
+            if self.verifier.verify(auth, req.method, req.path, req.pairs(), headers, names):
                 return
             raise AzureError(403, "AuthenticationFailed", "Server failed to authenticate the "
                              "request. Make sure the value of Authorization header is formed "
                              "correctly including the signature.")
-        if auth.startswith("Bearer ") or "sig=" in raw_query:
+        if auth.startswith("Bearer ") or "sig=" in req.raw_query:
             return  # presence only
         raise AzureError(403, "NoAuthenticationInformation", "Server failed to authenticate "
                          "the request. Please refer to the information in the "

@@ -93,8 +93,8 @@ class Request:
     names are lower-case. Services note what routing found in ``bucket``, ``key``, ``cost``
     (tokens: sub-requests of a batch) and ``sub`` (parsed sub-requests)."""
 
-    __slots__ = ("_pairs", "body", "bucket", "cost", "headers", "key", "method", "path",
-                 "raw_query", "sub", "target")
+    __slots__ = ("_pairs", "body", "bucket", "cost", "headers", "key", "method", "ms_names",
+                 "path", "raw_query", "sub", "target")
 
     def __init__(self, method: str, target: str, headers: dict[str, str], body: bytes) -> None:
         self.method = method
@@ -111,6 +111,8 @@ class Request:
         self.key = ""
         self.sub: Any = None
         self._pairs: list[tuple[str, str]] | None = None
+        #: the sorted x-ms-* header names, once Azure authentication has listed them
+        self.ms_names: list[str] | None = None
 
     def pairs(self, *, plus: bool = False) -> list[tuple[str, str]]:
         """The query's ``(name, decoded value)`` pairs, in order; ``plus``: a '+' is a space

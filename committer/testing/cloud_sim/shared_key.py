@@ -70,15 +70,14 @@ def authorization(account: str, key_b64: str, method: str, path: str,
 
 
 def _fast_string_to_sign(method: str, path: str, query: str, headers: Mapping[str, str],
-                         resource_prefix: str) -> str:
-    """:func:`string_to_sign` for the server's parsed headers (values already trimmed) and
-    an already canonical query: the per-request path, kept lean."""
+                         resource_prefix: str, ms: list[str]) -> str:
+    """:func:`string_to_sign` for the server's parsed headers (values already trimmed), an
+    already canonical query and the sorted ``x-ms-*`` names: the per-request path, kept
+    lean."""
     g = headers.get
     length = g("content-length", "")
     if length == "0":
         length = ""
-    ms = [k for k in headers if k.startswith("x-ms-")]
-    ms.sort()
     return (f"{method}\n{g('content-encoding', '')}\n{g('content-language', '')}\n{length}\n"
             f"{g('content-md5', '')}\n{g('content-type', '')}\n{g('date', '')}\n"
             f"{g('if-modified-since', '')}\n{g('if-match', '')}\n{g('if-none-match', '')}\n"
@@ -98,9 +97,10 @@ class SharedKeyVerifier:
         self._hmac = hmac.new(self._key, digestmod=hashlib.sha256)
 
     def verify(self, auth: str, method: str, path: str, query: Iterable[tuple[str, str]],
-               headers: Mapping[str, str]) -> bool:
+               headers: Mapping[str, str], ms_names: list[str] | None = None) -> bool:
         """True when ``auth`` is this account's valid signature of the request (``path`` as
-        sent, ``query`` decoded, header names lower-case, values trimmed as a parser does)."""
+        sent, ``query`` decoded, header names lower-case, values trimmed as a parser does;
+        ``ms_names``: the sorted ``x-ms-*`` names, when the caller has them)."""
         if not auth.startswith(self._prefix):
             return False
         given = auth[len(self._prefix):].strip().encode("ascii", "replace")
@@ -111,7 +111,9 @@ class SharedKeyVerifier:
             canonical = f"\n{query[0][0].lower()}:{query[0][1]}"
         else:
             canonical = _canonical_query(query)
-        text = _fast_string_to_sign(method, path, canonical, headers, self._resource)
+        if ms_names is None:
+            ms_names = sorted(k for k in headers if k.startswith("x-ms-"))
+        text = _fast_string_to_sign(method, path, canonical, headers, self._resource, ms_names)
         if hmac.compare_digest(self._sign(text), given):
             return True
         # The documented forms that clients rarely need: values trimmed again, and whitespace
