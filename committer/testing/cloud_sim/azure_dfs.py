@@ -187,7 +187,8 @@ class DfsService(AzureService):
             raise AzureError(400, "InvalidSourceUri", "The source URI is invalid.")
         src_fs = self._fs(source[:cut])
         dst_fs = self._fs(req.bucket)
-        if "mode=" in req.raw_query:
+        query = req.raw_query
+        if query and query not in ("mode=legacy", "mode=posix"):
             mode = req.params().get("mode", "posix")
             if mode not in ("legacy", "posix"):
                 raise AzureError(400, "InvalidQueryParameterValue", f"Value for one of the "

@@ -20,6 +20,7 @@ import binascii
 import hashlib
 import hmac
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 __all__ = ["SharedKeyVerifier", "authorization", "sign", "string_to_sign"]
 
@@ -93,8 +94,15 @@ class SharedKeyVerifier:
         self._key = base64.b64decode(key_b64)
         self._prefix = f"SharedKey {account}:"
         self._resource = "/" + account
-        # the key's HMAC state, copied per message (cheaper than keying HMAC every time)
-        self._hmac = hmac.new(self._key, digestmod=hashlib.sha256)
+        # the key's HMAC state, copied per message (cheaper than keying HMAC every time);
+        # OpenSSL's object itself where there is one, without hmac.HMAC's Python wrapper
+        self._hmac: Any = hmac.new(self._key, digestmod=hashlib.sha256)
+        try:
+            import _hashlib
+
+            self._hmac = _hashlib.hmac_new(self._key, b"", "sha256")
+        except (ImportError, AttributeError, ValueError):
+            pass
 
     def verify(self, auth: str, method: str, path: str, query: Iterable[tuple[str, str]],
                headers: Mapping[str, str], ms_names: list[str] | None = None) -> bool:
