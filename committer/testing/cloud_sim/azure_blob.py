@@ -209,13 +209,6 @@ class BlobService(AzureService):
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _bucket(self, name: str) -> Bucket:
-        bucket = self.ns.buckets.get(name)
-        if bucket is None:
-            raise AzureError(404, "ContainerNotFound", "The specified container does not "
-                             "exist.")
-        return bucket
-
     def _find(self, bucket: Bucket, key: str) -> Obj | None:
         """The blob at ``key``: a file or, with a namespace, a directory's record."""
         parent, leaf = Namespace.locate(bucket, key)
@@ -372,14 +365,14 @@ class BlobService(AzureService):
     # -- blobs -----------------------------------------------------------------------------
 
     def _get_blob_properties(self, req: Request) -> Reply:
-        obj = self._find(self._bucket(req.bucket), req.key)
+        obj = self._find(self.container(req.bucket), req.key)
         if obj is None:
             raise AzureError(404, "BlobNotFound", _NOT_FOUND)
         self.check_conditions(req.headers, obj, write=False)
         return Reply(200, self.base(req) + self._blob_head(obj), length=obj.size)
 
     def _get_blob(self, req: Request) -> Reply:
-        obj = self._find(self._bucket(req.bucket), req.key)
+        obj = self._find(self.container(req.bucket), req.key)
         if obj is None:
             raise AzureError(404, "BlobNotFound", _NOT_FOUND)
         self.check_conditions(req.headers, obj, write=False)
@@ -490,7 +483,7 @@ class BlobService(AzureService):
                 source = src_parent.files.get(src_leaf)
         if source is None:
             raise AzureError(404, "CannotVerifyCopySource", _NOT_FOUND)
-        bucket = self._bucket(req.bucket)
+        bucket = self.container(req.bucket)
         parent, leaf = Namespace.locate(bucket, req.key)
         existing = existing_dir = None
         if parent is not None:
@@ -517,7 +510,7 @@ class BlobService(AzureService):
                      "x-ms-copy-status: success\r\n")
 
     def _delete_blob(self, req: Request) -> Reply:
-        bucket = self._bucket(req.bucket)
+        bucket = self.container(req.bucket)
         ns = self.ns
         parent, leaf = Namespace.locate(bucket, req.key)
         found = None if parent is None else parent.files.get(leaf)

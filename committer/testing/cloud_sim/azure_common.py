@@ -141,12 +141,9 @@ class AzureService(Service):
                          "the request. Please refer to the information in the "
                          "www-authenticate header.")
 
-    def container(self, name: str, *, dfs: bool = False) -> Bucket:
-        found = self.ns.bucket(name)
+    def container(self, name: str) -> Bucket:
+        found = self.ns.buckets.get(name)
         if found is None:
-            if dfs:
-                raise AzureError(404, "FilesystemNotFound", "The specified filesystem does "
-                                 "not exist.")
             raise AzureError(404, "ContainerNotFound", "The specified container does not "
                              "exist.")
         return found

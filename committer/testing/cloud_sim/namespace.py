@@ -117,14 +117,6 @@ class Obj:
         self.extra = extra
 
     @property
-    def md5(self) -> bytes | None:
-        return None if self.sums is None else self.sums[:16]
-
-    @property
-    def crc(self) -> int | None:
-        return None if self.sums is None else int.from_bytes(self.sums[16:20], "big")
-
-    @property
     def created(self) -> float:
         extra = self.extra
         return extra.created if extra is not None and extra.created is not None else self.mtime
@@ -413,14 +405,6 @@ class Namespace:
         if sub is not None:
             parent.changed()
         return sub
-
-    def attach_dir(self, bucket: Bucket, key: str, sub: Dir) -> None:
-        """Link a detached directory at ``key`` (its parent exists)."""
-        parts = key.split("/")
-        parent = self.parent_dir(bucket, parts)
-        assert parent is not None
-        parent.dirs[parts[-1]] = sub
-        parent.changed()
 
     def delete_dir(self, bucket: Bucket, key: str) -> None:
         """Remove a hierarchical directory and everything below it."""

@@ -12,8 +12,9 @@ Every data request (:meth:`HttpProtocol._dispatch`): routed by its service to an
 faults armed for its operation are drawn (a scripted failure or an injected throttle answer
 instead of carrying it out); then the account's token bucket is asked for its tokens (too few:
 the throttled answer, nothing done); then it is carried out, at once; and the answer (success
-or error) is written after the latency model's delay, one timer per answer. A lost answer is
-the connection aborted at that moment instead. The control API's requests take none of this:
+or error) is rendered then and written after the latency model's delay (answers due in the
+same millisecond share one timer: :class:`DelayWheel`). A lost answer is the connection aborted
+at that moment instead. The control API's requests take none of this:
 answered at once, never counted, throttled or delayed. An exception inside a handler becomes a
 500 naming the request; the server keeps serving.
 """
