@@ -16,10 +16,13 @@ metadata). Each request of a run names a different populated object, so a run ne
 ``rate x duration`` objects, and destructive runs use fresh ones each repetition.
 
     python -m benchmarks.sim_load --service adls --op rename --rate 20000 --duration 10 \\
-        --objects 1000000 --repeat 3
+        --objects 1000000 --repeat 3 [--manifests 1000 --manifest-kib 150]
 
 Figures are noisy on a shared machine: compare CPU per request (the simulator's own), not wall
-time, repeat, and read the load average recorded with them.
+time, repeat, and read the load average recorded with them. The achieved rate is reported
+beside the target: on a small machine the client may not reach it, and the simulator's CPU per
+request falls as its rate rises (more events per wake-up of its event loop), so compare figures
+at similar achieved rates.
 """
 
 from __future__ import annotations
