@@ -42,6 +42,7 @@ from urllib.parse import quote
 
 from benchmarks.common import DEFAULT_OUT, machine, save_results, summarize
 from committer.testing.cloud_sim import CloudSim, SimOptions
+from committer.testing.cloud_sim.server import new_event_loop
 from committer.testing.cloud_sim.shared_key import authorization
 from committer.testing.emulators import AZURITE_ACCOUNT, AZURITE_KEY
 
@@ -230,15 +231,6 @@ async def _drive(port: int, requests: list[bytes], head: bool, rate: float,
     }
 
 
-def _new_loop() -> asyncio.AbstractEventLoop:
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop()
-    loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
-    return loop
-
-
 def _in_flight(timeline: dict[str, Any], trim_s: float = 1.0) -> dict[str, float]:
     """Requests in flight over the steady part of a run (its first and last second cut)."""
     buckets = [b for b in timeline["buckets"] if b["arrivals"] or b["responses"]]
@@ -299,7 +291,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             requests = build_requests(args.service, args.op, port, range(first, first + count))
             load_before = os.getloadavg()
             sim.reset_stats()
-            loop = _new_loop()
+            loop = new_event_loop()
             try:
                 client = loop.run_until_complete(_drive(port, requests, args.op in ("head",),
                                                         args.rate, args.connections))

@@ -37,7 +37,7 @@ from committer.testing.cloud_sim.gcs_json import GcsService
 from committer.testing.cloud_sim.latency import Latency
 from committer.testing.cloud_sim.namespace import Namespace
 from committer.testing.cloud_sim.options import SimOptions, parse_args
-from committer.testing.cloud_sim.server import Core, HttpProtocol, Service
+from committer.testing.cloud_sim.server import Core, HttpProtocol, Service, new_event_loop
 from committer.testing.cloud_sim.shared_key import SharedKeyVerifier
 from committer.testing.cloud_sim.throttle import TokenBucket
 from committer.testing.emulators import AZURITE_ACCOUNT, AZURITE_KEY
@@ -67,15 +67,6 @@ def _raise_fd_limit() -> None:
                 hard if hard != resource.RLIM_INFINITY else max(soft, 65536), hard))
     except (ValueError, OSError):
         pass
-
-
-def _new_loop() -> asyncio.AbstractEventLoop:
-    try:
-        import uvloop
-    except ImportError:
-        return asyncio.new_event_loop()
-    loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
-    return loop
 
 
 def build_services(options: SimOptions, core: Core,
@@ -145,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     if parent_pid is not None:
         _follow_parent(parent_pid)
     _raise_fd_limit()
-    loop = _new_loop()
+    loop = new_event_loop()
     asyncio.set_event_loop(loop)
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

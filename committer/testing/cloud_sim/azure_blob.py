@@ -77,7 +77,6 @@ import uuid
 from xml.sax.saxutils import escape
 
 from committer.testing.cloud_sim.azure_common import AzureError, AzureService, etag_of
-from committer.testing.cloud_sim.faults import THROTTLE, Fail
 from committer.testing.cloud_sim.multipart import (
     MultipartError,
     SubResponse,
@@ -113,6 +112,8 @@ _NOT_FOUND = "The specified blob does not exist."
 _CONFLICT = ("The specified path, or an element of the path, exists and its resource type is "
              "invalid for this operation.")
 _CONTAINER_OPS = frozenset({"comp", "restype"})
+_BATCHED = frozenset({"delete_blob"})
+_NOT_BATCHED = (400, "InvalidInput", "A batch holds Delete Blob requests here, not {op}.")
 
 
 def _b64(raw: bytes) -> str:
@@ -143,17 +144,7 @@ class BlobService(AzureService):
     # -- routing ---------------------------------------------------------------------------
 
     def route(self, req: Request) -> str:
-        path = req.path
-        cut = path.find("/", 1)
-        account = path[1:] if cut < 0 else path[1:cut]
-        if account != self.account:
-            raise Refusal(400, "InvalidUri", f"The requested URI does not represent any "
-                          f"resource on the server: account {account!r} is not "
-                          f"{self.account!r} ({req.method} {req.target[:200]}).")
-        rest = "" if cut < 0 else path[cut + 1:]
-        slash = rest.find("/")
-        container = rest if slash < 0 else rest[:slash]
-        blob = "" if slash < 0 else rest[slash + 1:]
+        container, blob = self.split_path(req)
         if self.ns.hierarchical:
             blob = blob.strip("/")
         m = req.method
@@ -274,8 +265,7 @@ class BlobService(AzureService):
         if bucket is None:
             raise AzureError(409, "ContainerAlreadyExists", "The specified container already "
                              "exists.")
-        return Reply(201, self.base(req) + f'ETag: "0x8DC{bucket.seq:013X}"\r\n'
-                     f"Last-Modified: {http_date_of(bucket.created)}\r\n")
+        return self.created_reply(req, bucket)
 
     def _container_properties(self, req: Request) -> Reply:
         bucket = self.container(req.bucket)
@@ -538,38 +528,16 @@ class BlobService(AzureService):
     # -- batch -----------------------------------------------------------------------------
 
     def _blob_batch(self, req: Request) -> Reply:
-        core = self.core
-        faults = core.faults
-        stats = core.stats
         prefix = f"/{self.account}/"
         parts = []
         for sub in req.sub:
-            sr = Request(sub.method, sub.target, sub.headers, sub.body)
-            sr.path, sr.raw_query = sub.path, sub.raw_query
-            op = "invalid"
-            if not sr.path.startswith(prefix):
+            sr = Request.of_part(sub)
+            if sr.path.startswith(prefix):
+                reply = self.core.answer_part(self, sr, _BATCHED, _NOT_BATCHED)
+            else:  # as Azurite: a path-style sub-request names the account
                 reply = self.error_reply(sr, 400, "InvalidInput", "One of the request inputs "
                                          "is not valid.")
-            else:
-                try:
-                    op = self.route(sr)
-                except Refusal as r:
-                    reply = self.error_reply(sr, r.status, r.code, r.message)
-                else:
-                    if op != "delete_blob":
-                        reply = self.error_reply(sr, 400, "InvalidInput", f"A batch holds "
-                                                 f"Delete Blob requests here, not {op}.")
-                    else:
-                        drawn = faults.draw(op, can_lose=False) if faults.active else None
-                        if drawn is THROTTLE:
-                            stats.throttled(op, injected=True)
-                            reply = self.throttled_reply(sr, core.retry_after(1, core.loop.time()))
-                        elif isinstance(drawn, Fail):
-                            stats.failed_injected += 1
-                            reply = self.error_reply(sr, drawn.status, drawn.code, drawn.message)
-                        else:
-                            reply = self.execute(sr, op)
-            stats.sub_request(op, reply.status)
+                self.core.stats.sub_request("invalid", reply.status)
             parts.append(SubResponse(sub.content_id, reply.status, reply.reason, reply.head,
                                      reply.body))
         boundary = f"batchresponse_{uuid.uuid4()}"

@@ -22,7 +22,15 @@ from email.utils import parsedate_to_datetime
 from xml.sax.saxutils import escape
 
 from committer.testing.cloud_sim.namespace import Bucket, Namespace, Obj
-from committer.testing.cloud_sim.server import Core, Reply, Request, Service, http_date
+from committer.testing.cloud_sim.server import (
+    Core,
+    Refusal,
+    Reply,
+    Request,
+    Service,
+    http_date,
+    http_date_of,
+)
 from committer.testing.cloud_sim.shared_key import SharedKeyVerifier
 
 __all__ = ["AzureError", "AzureService", "etag_of"]
@@ -147,6 +155,25 @@ class AzureService(Service):
             raise AzureError(404, "ContainerNotFound", "The specified container does not "
                              "exist.")
         return found
+
+    def split_path(self, req: Request) -> tuple[str, str]:
+        """``(container, rest)`` of a path-style ``/<account>/<container>/<rest>`` (as sent,
+        percent-encoded); another account's path is refused."""
+        path = req.path
+        cut = path.find("/", 1)
+        account = path[1:] if cut < 0 else path[1:cut]
+        if account != self.account:
+            raise Refusal(400, "InvalidUri", f"The requested URI does not represent any "
+                          f"resource on the server: account {account!r} is not "
+                          f"{self.account!r} ({req.method} {req.target[:200]}).")
+        rest = "" if cut < 0 else path[cut + 1:]
+        slash = rest.find("/")
+        return (rest, "") if slash < 0 else (rest[:slash], rest[slash + 1:])
+
+    def created_reply(self, req: Request, bucket: Bucket) -> Reply:
+        """201 for a new container (filesystem)."""
+        return Reply(201, self.base(req) + f'ETag: "0x8DC{bucket.seq:013X}"\r\n'
+                     f"Last-Modified: {http_date_of(bucket.created)}\r\n")
 
     # -- conditional headers ---------------------------------------------------------------
 

@@ -31,7 +31,6 @@ of code). Errors have the JSON body ``{"error": {"code", "message"}}``.
 from __future__ import annotations
 
 import base64
-import binascii
 import json
 import time
 
@@ -43,6 +42,8 @@ from committer.testing.cloud_sim.namespace import (
     Obj,
     PathConflict,
     content_sums,
+    page_token,
+    token_name,
 )
 from committer.testing.cloud_sim.server import (
     Core,
@@ -83,17 +84,8 @@ class DfsService(AzureService):
         if not self.ns.hierarchical:
             raise Refusal(400, "HierarchicalNamespaceNotEnabled", "This operation is only "
                           "supported on a hierarchical namespace account.")
-        path = req.path
-        cut = path.find("/", 1)
-        account = path[1:] if cut < 0 else path[1:cut]
-        if account != self.account:
-            raise Refusal(400, "InvalidUri", f"The requested URI does not represent any "
-                          f"resource on the server: account {account!r} is not "
-                          f"{self.account!r} ({req.method} {req.target[:200]}).")
-        rest = "" if cut < 0 else path[cut + 1:]
-        slash = rest.find("/")
-        fs = rest if slash < 0 else rest[:slash]
-        sub = ("" if slash < 0 else rest[slash + 1:]).strip("/")
+        fs, sub = self.split_path(req)
+        sub = sub.strip("/")
         req.bucket = unquote_fast(fs)
         m = req.method
         if fs and sub:
@@ -135,8 +127,7 @@ class DfsService(AzureService):
         if bucket is None:
             raise AzureError(409, "FilesystemAlreadyExists", "The specified filesystem "
                              "already exists.")
-        return Reply(201, self.base(req) + f'ETag: "0x8DC{bucket.seq:013X}"\r\n'
-                     f"Last-Modified: {http_date_of(bucket.created)}\r\n")
+        return self.created_reply(req, bucket)
 
     def _create(self, req: Request) -> Reply:
         ns = self.ns
@@ -286,8 +277,8 @@ class DfsService(AzureService):
         token = q.get("continuation")
         if token:
             try:
-                start = base64.urlsafe_b64decode(token.encode()).decode("utf-8")
-            except (binascii.Error, UnicodeDecodeError, ValueError):
+                start = token_name(token)
+            except ValueError:
                 raise AzureError(400, "InvalidQueryParameterValue", "The continuation token "
                                  "is invalid.") from None
         if directory and ns.find_dir(bucket, directory) is None:
@@ -311,6 +302,5 @@ class DfsService(AzureService):
             paths.append(item)
         head = self.base(req) + "Content-Type: application/json;charset=utf-8\r\n"
         if nxt is not None:
-            token = base64.urlsafe_b64encode(nxt.encode("utf-8")).decode("ascii")
-            head += f"x-ms-continuation: {token}\r\n"
+            head += f"x-ms-continuation: {page_token(nxt)}\r\n"
         return Reply(200, head, json.dumps({"paths": paths}).encode())

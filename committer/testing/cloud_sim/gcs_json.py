@@ -57,7 +57,6 @@ from collections.abc import Callable, Mapping
 
 import orjson
 
-from committer.testing.cloud_sim.faults import THROTTLE, Fail
 from committer.testing.cloud_sim.multipart import (
     MultipartError,
     SubResponse,
@@ -65,7 +64,15 @@ from committer.testing.cloud_sim.multipart import (
     parse_related,
     render_batch,
 )
-from committer.testing.cloud_sim.namespace import GENERATION_BASE, Bucket, Extra, Namespace, Obj
+from committer.testing.cloud_sim.namespace import (
+    GENERATION_BASE,
+    Bucket,
+    Extra,
+    Namespace,
+    Obj,
+    page_token,
+    token_name,
+)
 from committer.testing.cloud_sim.server import (
     Core,
     Refusal,
@@ -79,6 +86,8 @@ from committer.testing.cloud_sim.server import (
 __all__ = ["GcsService", "gcs_etag", "rfc3339"]
 
 BATCH_LIMIT = 100
+_BATCHED = frozenset({"delete_object", "get_object"})
+_NOT_BATCHED = (400, "invalid", "A batch here holds object deletes and reads, not {op}.")
 _DEFAULT_MAX_RESULTS = 1000
 _JSON = "Content-Type: application/json; charset=UTF-8\r\n"
 _PRECONDITION = "At least one of the pre-conditions you specified did not hold."
@@ -384,8 +393,8 @@ class GcsService(Service):
         token = q.get("pageToken")
         if token:
             try:
-                start = base64.urlsafe_b64decode(token.encode()).decode("utf-8")
-            except (binascii.Error, UnicodeDecodeError, ValueError):
+                start = token_name(token)
+            except ValueError:
                 raise GcsError(400, "invalid", f"Invalid pageToken {token[:100]!r}") from None
         entries, nxt = self.ns.page(bucket, prefix, delimiter=delimiter, start=start,
                                     limit=limit)
@@ -398,7 +407,7 @@ class GcsService(Service):
                 items.append(self._resource(bucket.name, entry.name, entry.obj))
         out: dict[str, object] = {"kind": "storage#objects"}
         if nxt is not None:
-            out["nextPageToken"] = base64.urlsafe_b64encode(nxt.encode()).decode("ascii")
+            out["nextPageToken"] = page_token(nxt)
         if prefixes:
             out["prefixes"] = prefixes
         if items:
@@ -496,35 +505,11 @@ class GcsService(Service):
     # -- batch -----------------------------------------------------------------------------
 
     def _batch(self, req: Request) -> Reply:
-        core = self.core
-        faults = core.faults
-        stats = core.stats
         parts = []
         for sub in req.sub:
-            sr = Request(sub.method, sub.target, sub.headers, sub.body)
-            sr.path, sr.raw_query = sub.path, sub.raw_query
-            op = "invalid"
-            try:
-                op = self.route(sr)
-            except Refusal as r:
-                reply = self.error_reply(sr, r.status, r.code, r.message)
-            else:
-                if op not in ("delete_object", "get_object"):
-                    reply = self.error_reply(sr, 400, "invalid", f"A batch here holds object "
-                                             f"deletes and reads, not {op}.")
-                else:
-                    drawn = faults.draw(op, can_lose=False) if faults.active else None
-                    if drawn is THROTTLE:
-                        stats.throttled(op, injected=True)
-                        reply = self.throttled_reply(sr, core.retry_after(1, core.loop.time()))
-                    elif isinstance(drawn, Fail):
-                        stats.failed_injected += 1
-                        reply = self.error_reply(sr, drawn.status, drawn.code, drawn.message)
-                    else:
-                        reply = self.execute(sr, op)
-            stats.sub_request(op, reply.status)
+            reply = self.core.answer_part(self, Request.of_part(sub), _BATCHED, _NOT_BATCHED)
             cid = sub.content_id.strip().strip("<>")
-            head = reply.head + (f"Content-Length: {len(reply.body)}\r\n")
+            head = reply.head + f"Content-Length: {len(reply.body)}\r\n"
             parts.append(SubResponse(f"<response-{cid}>" if cid else "", reply.status,
                                      reason_of(reply.status), head, reply.body))
         boundary = f"batch_{os.urandom(12).hex()}"

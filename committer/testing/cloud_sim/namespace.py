@@ -25,6 +25,8 @@ Not thread-safe: the server runs every request on one event loop thread.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import bisect
 import hashlib
 import random
@@ -43,6 +45,8 @@ __all__ = [
     "PathConflict",
     "content_sums",
     "crc32c",
+    "page_token",
+    "token_name",
 ]
 
 try:
@@ -185,6 +189,19 @@ class Dir:
         return files, dirs
 
 
+def page_token(name: str) -> str:
+    """The opaque continuation token of a listing that goes on at ``name``."""
+    return base64.urlsafe_b64encode(name.encode("utf-8")).decode("ascii")
+
+
+def token_name(token: str) -> str:
+    """The name a :func:`page_token` continues at; ``ValueError`` if it is not one."""
+    try:
+        return base64.urlsafe_b64decode(token.encode("ascii")).decode("utf-8")
+    except (binascii.Error, UnicodeError) as e:
+        raise ValueError(f"not a continuation token: {token[:100]!r}") from e
+
+
 class Entry:
     """One listing entry: an object (``obj`` set) or, with a delimiter, a prefix."""
 
@@ -297,14 +314,8 @@ class Namespace:
 
     def get(self, bucket: Bucket, key: str) -> Obj | None:
         """The file stored at ``key`` (not a directory)."""
-        parts = key.split("/")
-        d = bucket.root
-        for p in parts[:-1]:
-            sub = d.dirs.get(p)
-            if sub is None:
-                return None
-            d = sub
-        return d.files.get(parts[-1])
+        parent, leaf = self.locate(bucket, key)
+        return None if parent is None else parent.files.get(leaf)
 
     def lookup(self, bucket: Bucket, key: str) -> tuple[Obj | None, Dir | None]:
         """What a hierarchical path names: ``(file, None)``, ``(None, directory)`` or

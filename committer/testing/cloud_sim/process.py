@@ -29,7 +29,7 @@ from urllib.parse import urlencode
 import orjson
 
 from committer.testing.cloud_sim.options import SimOptions
-from committer.testing.emulators import AZURITE_ACCOUNT, AZURITE_KEY
+from committer.testing.emulators import AZURITE_ACCOUNT, AZURITE_KEY, stop_process
 
 __all__ = ["CloudSim", "CloudSimError", "start_cloud_sim"]
 
@@ -108,14 +108,8 @@ class CloudSim:
 
     def stop(self) -> None:
         proc = self.process
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=10)
         if proc is not None:
+            stop_process(proc)  # SIGTERM, then SIGKILL after 10 s
             for stream in (proc.stdin, proc.stdout):
                 if stream is not None:
                     with contextlib.suppress(OSError):

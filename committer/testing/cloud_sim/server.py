@@ -30,12 +30,13 @@ from urllib.parse import unquote, unquote_plus
 
 from committer.testing.cloud_sim.faults import LOSE, THROTTLE, Fail, Faults
 from committer.testing.cloud_sim.latency import Latency
+from committer.testing.cloud_sim.multipart import SubRequest
 from committer.testing.cloud_sim.stats import Stats
 from committer.testing.cloud_sim.throttle import TokenBucket
 from committer.testing.cloud_sim.timeline import Timeline
 
 __all__ = ["Core", "DelayWheel", "HttpProtocol", "Refusal", "Reply", "Request", "Service",
-           "http_date", "http_date_of", "reason_of", "unquote_fast"]
+           "http_date", "http_date_of", "new_event_loop", "reason_of", "unquote_fast"]
 
 MAX_HEAD = 64 * 1024
 _REASONS = {
@@ -46,6 +47,16 @@ _REASONS = {
     416: "Range Not Satisfiable", 429: "Too Many Requests", 431: "Request Header Fields Too Large",
     500: "Internal Server Error", 501: "Not Implemented", 503: "Service Unavailable",
 }
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """A uvloop event loop when uvloop is importable, else asyncio's own."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop()
+    loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+    return loop
 
 
 def reason_of(status: int) -> str:
@@ -114,6 +125,13 @@ class Request:
         self._pairs: list[tuple[str, str]] | None = None
         #: the sorted x-ms-* header names, once Azure authentication has listed them
         self.ms_names: list[str] | None = None
+
+    @classmethod
+    def of_part(cls, sub: SubRequest) -> Request:
+        """A batch's sub-request as a request of its own."""
+        req = cls(sub.method, sub.target, sub.headers, sub.body)
+        req.path, req.raw_query = sub.path, sub.raw_query  # an absolute URL's path and query
+        return req
 
     def pairs(self, *, plus: bool = False) -> list[tuple[str, str]]:
         """The query's ``(name, decoded value)`` pairs, in order; ``plus``: a '+' is a space
@@ -229,6 +247,36 @@ class Core:
     def reset_stats(self) -> None:
         self.stats.reset()
         self.timeline.reset(self.loop.time())
+
+    def answer_part(self, service: Service, req: Request, allowed: frozenset[str],
+                    refuse: tuple[int, str, str]) -> Reply:
+        """The answer to a batch's sub-request: routed by ``service``; one of the ``allowed``
+        operations goes past the faults armed for it (its token was taken with the batch's)
+        and is carried out; another is answered ``refuse`` (status, code, message; ``{op}``
+        in the message names it). Counted as a sub-request."""
+        try:
+            op = service.route(req)
+        except Refusal as r:
+            op = "invalid"
+            reply = service.error_reply(req, r.status, r.code, r.message)
+        else:
+            if op in allowed:
+                reply = self._past_faults(service, req, op)
+            else:
+                reply = service.error_reply(req, refuse[0], refuse[1],
+                                            refuse[2].format(op=op))
+        self.stats.sub_request(op, reply.status)
+        return reply
+
+    def _past_faults(self, service: Service, req: Request, op: str) -> Reply:
+        drawn = self.faults.draw(op, can_lose=False) if self.faults.active else None
+        if drawn is THROTTLE:
+            self.stats.throttled(op, injected=True)
+            return service.throttled_reply(req, self.retry_after(1, self.loop.time()))
+        if isinstance(drawn, Fail):
+            self.stats.failed_injected += 1
+            return service.error_reply(req, drawn.status, drawn.code, drawn.message)
+        return service.execute(req, op)
 
 
 class HttpProtocol(asyncio.Protocol):

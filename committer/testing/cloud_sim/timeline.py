@@ -87,6 +87,7 @@ class Timeline:
             self._area_ops += self.in_flight_ops * dt
             self._last = now
 
+    # arrive() and depart() carry _advance()'s lines inline: they run twice per request
     def arrive(self, now: float, ops: int) -> None:
         if now >= self._end:
             self._roll(now)
