@@ -1,0 +1,99 @@
+"""The simulator's options: one frozen record, its command line, and its parser."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+
+__all__ = ["SERVICES", "SimOptions", "parse_args"]
+
+#: adls: Blob + DFS over a hierarchical namespace; blob: a flat Blob account (its DFS port
+#: refuses every request); gcs: the GCS JSON API
+SERVICES = ("adls", "blob", "gcs")
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    service: str = "adls"
+    #: median and 99th percentile of the response delay; 0 = none
+    latency_ms: float = 20.0
+    p99_ms: float = 200.0
+    #: requests per second of the account's token bucket; 0 = unlimited
+    ops_limit: float = 0.0
+    #: the bucket's capacity, in seconds of its rate
+    burst_s: float = 0.25
+    #: the Retry-After sent when throttled; None: computed from the bucket
+    retry_after_s: int | None = None
+    seed: int | None = None
+    #: serve the GCS objects move API (fake-gcs-server refuses it: 400)
+    gcs_move: bool = False
+    verify_signatures: bool = True
+
+    def __post_init__(self) -> None:
+        if self.service not in SERVICES:
+            raise ValueError(f"service must be one of {SERVICES}, not {self.service!r}")
+        if self.latency_ms < 0 or self.p99_ms < 0:
+            raise ValueError("latency must not be negative")
+        if self.latency_ms > 0 and self.p99_ms < self.latency_ms:
+            raise ValueError(f"p99_ms ({self.p99_ms}) is below latency_ms ({self.latency_ms})")
+        if self.ops_limit < 0 or self.burst_s <= 0:
+            raise ValueError("ops_limit must be >= 0 and burst_s > 0")
+        if self.retry_after_s is not None and self.retry_after_s < 0:
+            raise ValueError("retry_after_s must not be negative")
+
+    def argv(self) -> list[str]:
+        """The command-line arguments that give these options."""
+        out = ["--service", self.service, "--latency-ms", repr(self.latency_ms),
+               "--p99-ms", repr(self.p99_ms), "--ops-limit", repr(self.ops_limit),
+               "--burst-s", repr(self.burst_s)]
+        if self.retry_after_s is not None:
+            out += ["--retry-after-s", str(self.retry_after_s)]
+        if self.seed is not None:
+            out += ["--seed", str(self.seed)]
+        if self.gcs_move:
+            out.append("--gcs-move")
+        if not self.verify_signatures:
+            out.append("--no-verify-signatures")
+        return out
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m committer.testing.cloud_sim",
+        description="A simulated cloud storage account (Azure Blob + DFS, or GCS JSON API) "
+                    "on 127.0.0.1, with a latency model and an account throttle. Prints one "
+                    "JSON line with its ports when ready; serves until SIGTERM/SIGINT, the end "
+                    "of its standard input (when that is a pipe), or its parent's death.")
+    p.add_argument("--service", choices=SERVICES, default="adls")
+    p.add_argument("--latency-ms", type=float, default=20.0,
+                   help="median response delay (0: none; default 20)")
+    p.add_argument("--p99-ms", type=float, default=200.0,
+                   help="99th percentile of the delay (default 200)")
+    p.add_argument("--ops-limit", type=float, default=0.0,
+                   help="account requests per second (token bucket); 0 = unlimited")
+    p.add_argument("--burst-s", type=float, default=0.25,
+                   help="bucket capacity in seconds of the rate (default 0.25)")
+    p.add_argument("--retry-after-s", type=int, default=None,
+                   help="Retry-After value to send (default: computed from the bucket)")
+    p.add_argument("--seed", type=int, default=None)
+    p.add_argument("--gcs-move", action="store_true",
+                   help="serve the GCS objects move API (default: 400, as fake-gcs-server)")
+    p.add_argument("--no-verify-signatures", action="store_true",
+                   help="accept any SharedKey signature")
+    p.add_argument("--parent-pid", type=int, default=None,
+                   help="exit when this process (the parent) dies (Linux: PR_SET_PDEATHSIG)")
+    return p
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[SimOptions, int | None]:
+    """The options and the parent pid to follow, from the command line."""
+    args = _parser().parse_args(argv)
+    try:
+        options = SimOptions(
+            service=args.service, latency_ms=args.latency_ms, p99_ms=args.p99_ms,
+            ops_limit=args.ops_limit, burst_s=args.burst_s, retry_after_s=args.retry_after_s,
+            seed=args.seed, gcs_move=args.gcs_move,
+            verify_signatures=not args.no_verify_signatures)
+    except ValueError as e:
+        _parser().error(str(e))
+    return options, args.parent_pid
