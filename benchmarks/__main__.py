@@ -25,6 +25,7 @@ SUITES: dict[str, str] = {
     "dir-stores": "benchmarks.dir_stores",
     "small-writes": "benchmarks.small_writes",
     "cloud-cpu": "benchmarks.cloud_cpu",
+    "cloud-scale": "benchmarks.cloud_scale",
 }
 DEFAULT = ("local-commit", "memory")
 

@@ -1,0 +1,220 @@
+"""``python -m benchmarks cloud-scale``: job commit at internet scale on a simulated account.
+
+    python -m benchmarks cloud-scale --service adls --files 1000000 --tasks 1000 \\
+        --latency-ms 20 --ops-limit 20000 --json OUT.json
+
+The simulated service (``committer.testing.cloud_sim``: Azure Blob + Data Lake, or the GCS
+JSON API, in memory, its own process on 127.0.0.1) answers after a lognormal latency (median
+``--latency-ms``, 99th percentile ``--p99-ms``) and throttles above ``--ops-limit`` requests a
+second (503 / 429 with Retry-After). The job is put into the account directly (``job.py``: no
+million uploads), then ``JobCommitter.commit`` runs as a driver would, in a fresh interpreter
+(``trial.py``), knowing nothing of the account's limit: its adaptive concurrency finds it.
+
+What is reported (``OUT``, and ``cloud-scale-*.json`` in the results directory):
+``files_committed``; ``destination_exact`` (every file where its manifest says, with the
+manifest's size and identity, no source left, nothing else but the committer's own files);
+``wall_s``; ``throttle_bound_s`` (the operations the account served / its rate: no commit on
+this account can be faster); ``engine_cpu_s`` (the committing process and its workers);
+``cpus``; ``requests`` (operations the account served, a batch's sub-requests each counted);
+``throttled`` (answers refused by the throttle); ``peak_rss_mb`` (the committing process);
+the simulator's own CPU and memory apart. A plot shows throughput and requests in flight
+over time, as the service saw them, and the engine's adaptive limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import ROOT, markdown_table
+
+NAME = "cloud-scale"
+TITLE = "Job commit at internet scale on a simulated account (latency, throttling)"
+SERVICES = ("adls", "blob", "gcs")
+TARGET_WALL_FACTOR = 1.25
+TARGET_THROTTLED = 0.10
+TARGET_RSS_MB = 300
+
+
+def add_arguments(parser: argparse._ArgumentGroup) -> None:
+    parser.add_argument("--service", choices=SERVICES, default="adls")
+    parser.add_argument("--files", type=int, default=100_000)
+    parser.add_argument("--tasks", type=int, default=1000)
+    parser.add_argument("--partitions", type=int, default=100,
+                        help="destination directories every task writes into")
+    parser.add_argument("--latency-ms", type=float, default=20.0,
+                        help="median latency of the simulated service")
+    parser.add_argument("--p99-ms", type=float, default=200.0)
+    parser.add_argument("--ops-limit", type=float, default=20_000,
+                        help="requests per second the simulated account serves (0: no limit)")
+    parser.add_argument("--throttle-rate", type=float, default=0.0,
+                        help="fraction of requests answered as throttled, at random")
+    parser.add_argument("--lose-rate", type=float, default=0.0,
+                        help="fraction of requests carried out whose answer is lost")
+    parser.add_argument("--processes", type=int, default=0,
+                        help="store.processes for the commit (0: as many as CPUs)")
+    parser.add_argument("--concurrency", type=int, default=None,
+                        help="requests in flight at most (default: the backend's)")
+    parser.add_argument("--json", type=Path, default=None, help="also write the result here")
+
+
+def _check(sim: Any, job: Any) -> dict[str, Any]:
+    """Is every file where its manifest says, and nothing else there?"""
+    from benchmarks.cloud_scale.job import BUCKET
+    from committer.testing.cloud_sim import CloudSim
+
+    assert isinstance(sim, CloudSim)
+    found: dict[str, tuple[int, str, str]] = {}
+    for obj in sim.objects(BUCKET, "table/"):
+        if not obj.get("is_dir"):
+            found[obj["key"]] = (obj["size"], str(obj["etag"]).strip('"'), obj["md5"])
+    missing, wrong, extra = [], [], []
+    service = job.service
+    for key, (size, ident) in job.expected.items():
+        got = found.pop(key, None)
+        if got is None:
+            missing.append(key)
+            continue
+        got_ident = got[1] if service == "adls" else "md5:" + base64.b64decode(got[2]).hex()
+        if got[0] != size or got_ident != ident:
+            wrong.append(key)
+    # directory markers: a flat namespace has no directories, so mkdirs leaves an empty
+    # object ("dir" with hdi_isfolder on Blob, "dir/" on GCS)
+    directories = {key.rsplit("/", 1)[0] for key in job.expected} | {"table"}
+    for key, (size, _, _) in found.items():
+        name = key[len("table/"):]
+        if name == "_SUCCESS" or name.startswith("_manifest_committer/"):
+            continue
+        if size == 0 and key.rstrip("/") in directories:
+            continue
+        extra.append(key)
+    return {"destination_exact": not (missing or wrong or extra), "missing": len(missing),
+            "wrong": len(wrong), "extra": len(extra), "examples": (missing + wrong + extra)[:5]}
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from benchmarks.cloud_scale.job import generate
+    from committer.config import CommitterConfig
+    from committer.store.fanout import cpus
+    from committer.testing.cloud_sim import start_cloud_sim
+
+    options_changes = {"service": args.service, "latency_ms": args.latency_ms,
+                       "p99_ms": args.p99_ms if args.latency_ms else 0.0,
+                       "ops_limit": args.ops_limit, "seed": 21}
+    with start_cloud_sim(**options_changes) as sim:
+        storage = dict(sim.storage_options)
+        if args.service == "gcs":  # the simulator honours preconditions, as Google does
+            storage["committer_trust_preconditions"] = "true"
+        if args.concurrency:
+            storage["committer_concurrency"] = args.concurrency
+        config = {"storage_options": storage, "store_processes": args.processes}
+        t0 = time.perf_counter()
+        job = generate(sim, args.service, args.files, args.tasks, args.partitions,
+                       f"j{uuid.uuid4().hex[:12]}", CommitterConfig(**config))
+        prepare_s = time.perf_counter() - t0
+        print(f"prepared {args.files} files in {args.tasks} tasks in {prepare_s:.1f} s",
+              flush=True)
+        if args.throttle_rate or args.lose_rate:
+            sim.set_faults(throttle_rate=args.throttle_rate, lose_rate=args.lose_rate, seed=7)
+        sim.reset_stats()
+        trial = _run_trial({"config": config, "job": job.description()})
+        stats = sim.stats()
+        timeline = sim.timeline()
+        sim.set_faults(clear=True)
+        check = _check(sim, job)
+    throttled = stats["throttled"]["bucket"] + stats["throttled"]["injected"]
+    served = stats["ops"] - throttled
+    bound = served / args.ops_limit if args.ops_limit else 0.0
+    cpu_bound = trial["engine_cpu_s"] / cpus()
+    result = {
+        "service": args.service, "files": args.files, "tasks": args.tasks,
+        "partitions": args.partitions, "latency_ms": args.latency_ms, "p99_ms": args.p99_ms,
+        "ops_limit": args.ops_limit, "throttle_rate": args.throttle_rate,
+        "lose_rate": args.lose_rate, "processes_setting": args.processes,
+        "files_committed": trial["files_committed"], **check,
+        "wall_s": trial["wall_s"], "throttle_bound_s": bound,
+        "engine_cpu_s": trial["engine_cpu_s"], "cpus": cpus(),
+        "engine_cpu_ms_per_file": trial["engine_cpu_s"] / args.files * 1000,
+        "requests": served, "http_requests": stats["requests"], "throttled": throttled,
+        "lost": stats["lost"], "peak_rss_mb": trial["peak_rss_mb"],
+        "wall_vs_bound": trial["wall_s"] / max(bound, cpu_bound, 1e-9),
+        "sim_cpu_s": stats["cpu"]["total_s"],
+        "sim_peak_rss_mb": stats["memory_kib"].get("peak_rss", 0) / 1024,
+        "prepare_s": prepare_s, "trial": trial, "sim_stats": stats, "timeline": timeline,
+    }
+    result["targets"] = {
+        "wall": result["wall_vs_bound"] <= TARGET_WALL_FACTOR,
+        "throttled": throttled <= TARGET_THROTTLED * max(served, 1),
+        "rss": result["peak_rss_mb"] <= TARGET_RSS_MB,
+        "exact": check["destination_exact"],
+    }
+    if args.json is not None:
+        args.json.write_text(json.dumps(result, indent=1))
+    return result
+
+
+def _run_trial(params: dict[str, Any]) -> dict[str, Any]:
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(params, f)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get(
+        "PYTHONPATH", "")]))
+    try:
+        done = subprocess.run([sys.executable, str(Path(__file__).with_name("trial.py")),
+                               f.name], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=6 * 3600, check=False)
+    finally:
+        os.unlink(f.name)
+    if done.returncode != 0:
+        raise RuntimeError(f"trial failed ({done.returncode}):\n{done.stderr[-5000:]}")
+    answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return answer
+
+
+def report(result: dict[str, Any]) -> str:
+    from benchmarks.cloud_scale.plot import plot
+
+    lines = [f"{result['service']}: {result['files']:,} files in {result['tasks']:,} tasks "
+             f"over {result['partitions']} partitions; latency median {result['latency_ms']} "
+             f"ms, p99 {result['p99_ms']} ms; account limit {result['ops_limit']:,.0f} "
+             f"requests/s" + (f"; faults: {result['throttle_rate']:.0%} throttled, "
+                              f"{result['lose_rate']:.0%} answers lost"
+                              if result["throttle_rate"] or result["lose_rate"] else ""), ""]
+    t = result["targets"]
+    rows = [
+        ["files committed", f"{result['files_committed']:,}", ""],
+        ["destination exact", str(result["destination_exact"]), "yes" if t["exact"] else "NO"],
+        ["wall s", f"{result['wall_s']:.1f}", ""],
+        ["throttle bound s (requests / limit)", f"{result['throttle_bound_s']:.1f}", ""],
+        ["engine CPU s (ms per file)",
+         f"{result['engine_cpu_s']:.1f} ({result['engine_cpu_ms_per_file']:.3f})", ""],
+        ["CPUs", str(result["cpus"]), ""],
+        ["wall / max(bound, CPU/CPUs)", f"{result['wall_vs_bound']:.2f}",
+         f"<= {TARGET_WALL_FACTOR}: " + ("met" if t["wall"] else "MISSED")],
+        ["requests served", f"{result['requests']:,}", ""],
+        ["throttled", f"{result['throttled']:,} "
+         f"({result['throttled'] / max(result['requests'], 1):.1%})",
+         f"<= {TARGET_THROTTLED:.0%}: " + ("met" if t["throttled"] else "MISSED")],
+        ["peak RSS MiB (committing process)", f"{result['peak_rss_mb']:.0f}",
+         f"<= {TARGET_RSS_MB}: " + ("met" if t["rss"] else "MISSED")],
+        ["worker processes started", str(result["trial"]["processes_started"]), ""],
+        ["simulator CPU s / peak RSS MiB (apart)",
+         f"{result['sim_cpu_s']:.1f} / {result['sim_peak_rss_mb']:.0f}", ""],
+    ]
+    lines.append(markdown_table(["", "measured", "target"], rows))
+    out_dir = Path(result.get("plot_dir") or ROOT / "benchmarks" / "results")
+    try:
+        paths = plot(result, out_dir)
+        lines.append("")
+        lines += [f"![{p.stem}]({p})" for p in paths]
+    except ImportError:
+        lines.append("(matplotlib missing: no plot)")
+    return "\n".join(lines)

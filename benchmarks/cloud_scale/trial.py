@@ -1,0 +1,112 @@
+"""One job commit against the simulated account, in a fresh interpreter:
+``python benchmarks/cloud_scale/trial.py PARAMS.json``.
+
+Measures what the committing process spends: CPU (``getrusage`` of this process, every thread
+of it, plus the worker processes it started and waited for), wall time, peak resident set
+(``VmHWM`` of this process, the largest worker's ``ru_maxrss``), and, every 100 ms, the
+store's adaptive limit and requests in flight, and the garbage collector's time by generation.
+Prints one JSON object.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import resource
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+
+def _cpu(who: int) -> float:
+    r = resource.getrusage(who)
+    return r.ru_utime + r.ru_stime
+
+
+def _peak_rss_kib() -> int:
+    with open("/proc/self/status", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def main(path: str) -> int:
+    params: dict[str, Any] = json.loads(Path(path).read_text())
+    os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+    # what a long-running driver has imported already
+    import adlfs  # noqa: F401
+    import gcsfs.core  # noqa: F401
+
+    import committer.store.azure
+    import committer.store.gcs  # noqa: F401
+    from committer import JobCommitter
+    from committer.config import CommitterConfig
+    from committer.store import open_store
+    # the time the garbage collector took, by generation (it runs on whichever thread
+    # allocates; reported, not changed)
+    gc_log: list[tuple[int, float]] = []
+    gc_t: list[float] = [0.0]
+
+    def on_gc(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            gc_t[0] = time.perf_counter()
+        else:
+            gc_log.append((info["generation"], time.perf_counter() - gc_t[0]))
+
+    gc.callbacks.append(on_gc)
+    config = CommitterConfig(**params["config"])
+    job = params["job"]
+    samples: list[tuple[float, int, int]] = []
+    stop = threading.Event()
+    cpu0, children0, t0 = _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN), \
+        time.perf_counter()
+    store = open_store(job["dest"], config)
+
+    def sample() -> None:
+        limit = getattr(store.backend, "limit", None)
+        while not stop.wait(0.1):
+            if limit is not None:
+                samples.append((round(time.perf_counter() - t0, 3), limit.limit,
+                                limit.in_flight))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    summary = JobCommitter(job["dest"], job["job_id"], config=config, store=store).commit(
+        job["committed"])
+    wall = time.perf_counter() - t0
+    stop.set()
+    sampler.join()
+    cpu = _cpu(resource.RUSAGE_SELF) - cpu0
+    workers_cpu = _cpu(resource.RUSAGE_CHILDREN) - children0
+    pools = getattr(store.backend, "resources", [])
+    limit = getattr(store.backend, "limit", None)
+    counters = summary.iostatistics.counters
+    print(json.dumps({
+        "success": summary.success,
+        "files_committed": summary.metrics.get("committer_files_committed"),
+        "wall_s": wall, "engine_cpu_s": cpu + workers_cpu, "process_cpu_s": cpu,
+        "workers_cpu_s": workers_cpu, "peak_rss_mb": _peak_rss_kib() / 1024,
+        "workers_peak_rss_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
+        "client_requests": sum(getattr(p, "requests", 0) for p in pools),
+        "client_connections": sum(getattr(p, "connections_opened", 0) for p in pools),
+        "client_throttled": limit.throttled if limit is not None else None,
+        "limit_cuts": limit.cuts if limit is not None else None,
+        "processes_started": counters.get("store_processes_started", 0),
+        "retries": counters.get("store_io_retry", 0),
+        "stages_ms": {k[:-len(".mean")]: v.sum for k, v in
+                      summary.iostatistics.meanstatistics.items()
+                      if k.startswith("job_stage_") and k.endswith(".mean")},
+        "limit_samples": samples,
+        "gc": {str(g): [sum(1 for x in gc_log if x[0] == g),
+                        round(sum(x[1] for x in gc_log if x[0] == g), 3)] for g in (0, 1, 2)},
+    }))
+    store.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))
