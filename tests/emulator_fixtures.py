@@ -17,9 +17,12 @@ import pytest
 from committer.config import CommitterConfig
 from committer.store import ManagedStore, open_backend, open_store
 from committer.store.base import Store
+from committer.testing.cloud_sim import CloudSim, SimOptions
 from committer.testing.emulators import RunningEmulator, start_azurite, start_fake_gcs_server
 
 KINDS = ("azurite", "gcs")
+#: the simulated account's kinds (``committer.testing.cloud_sim``)
+SIM_KINDS = ("adls", "blob", "gcs")
 
 
 @pytest.fixture(scope="session")
@@ -38,6 +41,25 @@ def gcs_emulator() -> Iterator[RunningEmulator]:
         yield emu
     finally:
         emu.stop()
+
+
+@pytest.fixture(scope="session")
+def cloud_sims() -> Iterator[dict[str, CloudSim]]:
+    """One simulated account of each kind for the session, started on first use, latency off
+    (the scale benchmark models latency; tests want speed), signatures checked."""
+    sims: dict[str, CloudSim] = {}
+
+    class Lazy(dict[str, CloudSim]):
+        def __missing__(self, kind: str) -> CloudSim:
+            sim = CloudSim(SimOptions(service=kind, latency_ms=0, seed=11)).start()
+            sims[kind] = self[kind] = sim
+            return sim
+
+    try:
+        yield Lazy()
+    finally:
+        for sim in sims.values():
+            sim.stop()
 
 
 @dataclass

@@ -4,15 +4,18 @@ import pytest
 
 from committer.store.azure import AzureStore
 from committer.store.gcs import GcsStore
-from tests.emulator_fixtures import KINDS, azurite_emulator, cloud, gcs_emulator
+from tests.emulator_fixtures import KINDS, azurite_emulator, cloud, cloud_sims, gcs_emulator
 from tests.store.stub_fixtures import AdlsTarget, GcsMoveTarget, adls, adls_flat, gcs_move
 from tests.store.targets import EmulatorTarget, RenamePath
 
-__all__ = ["STORE_TARGETS", "azurite_emulator", "cloud", "gcs_emulator", "store_target"]
+__all__ = ["STORE_TARGETS", "azurite_emulator", "cloud", "cloud_sims", "gcs_emulator",
+           "store_target"]
 
-#: the stores the core suites' store-generic tests run on here: the two emulators, and the two
-#: rename paths neither has, on the local stubs (ADLS Gen2's Data Lake rename, GCS moveTo)
-STORE_TARGETS = (*KINDS, "adls-hns", "gcs-move")
+#: the stores the core suites' store-generic tests run on here: the two emulators, the two
+#: rename paths neither has, on the local stubs (ADLS Gen2's Data Lake rename, GCS moveTo),
+#: and the simulated account of the scale benchmark in its three kinds, so that the
+#: simulation answers the engine as the emulators and the stubs do
+STORE_TARGETS = (*KINDS, "adls-hns", "gcs-move", "sim-adls", "sim-blob", "sim-gcs")
 
 
 def _target(request: pytest.FixtureRequest, kind: str) -> EmulatorTarget:
@@ -29,6 +32,12 @@ def _target(request: pytest.FixtureRequest, kind: str) -> EmulatorTarget:
         assert proxy is not None and proxy.move_supported
         return EmulatorTarget(kind, "gs", bucket.options, rename_path=RenamePath(
             lambda: list(proxy.requests), "move", frozenset({"rewrite", "copy"})))
+    if kind.startswith("sim-"):
+        sim = request.getfixturevalue("cloud_sims")[kind[4:]]
+        options = dict(sim.storage_options)
+        if sim.scheme == "gs":  # it honours preconditions, as Google's endpoint does
+            options["committer_trust_preconditions"] = "true"
+        return EmulatorTarget(kind, sim.scheme, options)
     emulator = request.getfixturevalue("azurite_emulator" if kind == "azurite" else "gcs_emulator")
     return EmulatorTarget.on_emulator(kind, emulator)
 
@@ -43,6 +52,12 @@ def _check_backend(target: EmulatorTarget) -> None:
         assert backend.rename_keeps_etag and not backend.flat_walk
     elif target.kind == "gcs-move":
         assert isinstance(backend, GcsStore)
+    elif target.kind in ("sim-adls", "sim-blob"):
+        assert isinstance(backend, AzureStore)
+        assert backend.hierarchical is (target.kind == "sim-adls")
+        assert backend.namespace_source == "account"
+    elif target.kind == "sim-gcs":
+        assert isinstance(backend, GcsStore) and backend.trust_preconditions
 
 
 @pytest.fixture(params=STORE_TARGETS)
@@ -61,5 +76,6 @@ def store_target(request: pytest.FixtureRequest) -> Iterator[EmulatorTarget]:
     finally:
         target.close()
 
-# Local stubs of the APIs the emulators lack (ADLS Gen2 DFS, GCS moveTo): stub_fixtures.py
+# Local stubs of the APIs the emulators lack (ADLS Gen2 DFS, GCS moveTo): stub_fixtures.py;
+# the simulated accounts: cloud_sims (tests/emulator_fixtures.py)
 __all__ += ["adls", "adls_flat", "gcs_move"]

@@ -4,9 +4,11 @@ Every test function in the modules below that takes the ``store_target`` fixture
 here too (imported, not copied): in ``tests/committer`` it runs on local disk; here pytest gives
 it this directory's ``store_target`` (``conftest.py``, ``targets.py``): in turn Azurite
 (``azurite``: Copy Blob + Delete), fake-gcs-server (``gcs``: rewrite + delete), the ADLS Gen2
-stub with a hierarchical namespace (``adls-hns``: the Data Lake rename) and fake-gcs-server
-behind the move proxy (``gcs-move``: ``moveTo``); every destination and every hypothesis example
-in fresh buckets. A new store-generic test in those modules runs on all four without being
+stub with a hierarchical namespace (``adls-hns``: the Data Lake rename), fake-gcs-server
+behind the move proxy (``gcs-move``: ``moveTo``), and the scale benchmark's simulated account
+in its three kinds (``sim-adls``, ``sim-blob``, ``sim-gcs``: the simulation must answer the
+engine as the emulators and the stubs do); every destination and every hypothesis example in
+fresh buckets. A new store-generic test in those modules runs on all seven without being
 listed anywhere. On the two stub targets the fixture fails a test whose renames took the
 fallback path, and ``test_stub_targets_rename_on_their_own_path`` counts the special renames.
 

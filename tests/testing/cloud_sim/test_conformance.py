@@ -272,3 +272,60 @@ def test_gcs_batch_alike(gcs: CloudSim, gcs_emulator: RunningEmulator) -> None:
     # a delete's part: fake-gcs-server 200 ("null"), the service (and the simulator) 204
     assert on_fake[1] == [("<response-0>", 200), ("<response-1>", 404), ("<response-2>", 200)]
     assert on_sim[1] == [("<response-0>", 204), ("<response-1>", 404), ("<response-2>", 204)]
+
+
+# -- Azure Data Lake (DFS): the ADLS stub and the simulator's namespace account ----------------
+
+
+def test_data_lake_answers_as_the_adls_stub(adls: CloudSim) -> None:
+    """The same Blob and DFS requests to the project's ADLS Gen2 stub (the reference the
+    namespace path of the backend was written against) and to the simulator: the same
+    statuses and error codes, and a rename keeps the etag on both."""
+    from committer.testing.adls_stub import AdlsStub
+
+    def scenario(blob: Client, dfs: Client, fs: str) -> list[Any]:
+        def put(name: str) -> str:
+            r = blob.request("PUT", blob_path(fs, name), body=b"x",
+                             headers={"x-ms-blob-type": "BlockBlob"})
+            assert r.status == 201, (r.status, r.body)
+            return r.headers["etag"]
+
+        def rename(src: str, dst: str, **headers: str) -> tuple[int, str | None]:
+            r = dfs.request("PUT", blob_path(fs, dst) + "?mode=legacy",
+                            headers={"x-ms-rename-source": f"/{fs}/{quote(src)}", **headers})
+            return r.status, r.error_code
+
+        etag = put("in/a")
+        put("in/b")
+        put("out/exists")
+        out = [rename("in/a", "out/a", **{"If-None-Match": "*"}),
+               blob.request("HEAD", blob_path(fs, "out/a")).headers.get("etag") == etag,
+               rename("in/missing", "out/m"),
+               rename("in/b", "nowhere/b"),
+               rename("in/b", "out/exists", **{"If-None-Match": "*"})]
+        mkdir = dfs.request("PUT", blob_path(fs, "d/e") + "?resource=directory")
+        out.append(mkdir.status)
+        put("d/e/f")
+        out.append(dfs.request("DELETE", blob_path(fs, "d")).error_code)
+        out.append(dfs.request("HEAD", blob_path(fs, "d/e")).headers.get("x-ms-resource-type"))
+        out.append(dfs.request("DELETE", blob_path(fs, "d") + "?recursive=true").status)
+        out.append(dfs.request("HEAD", blob_path(fs, "d")).status)
+        out.append(blob.request("DELETE", blob_path(fs, "in")).error_code)  # not empty
+        return out
+
+    answers = []
+    with AdlsStub(hierarchical=True) as stub:
+        for blob_port, dfs_port in ((int(stub.blob_endpoint.split(":")[2].split("/")[0]),
+                                     int(stub.dfs_endpoint.split(":")[2].split("/")[0])),
+                                    (adls.ports["blob"], adls.ports["dfs"])):
+            blob, dfs = Client(blob_port), Client(dfs_port)
+            fs = f"c{uuid.uuid4().hex[:12]}"
+            assert blob.request("PUT", blob_path(fs) + "?restype=container").status == 201
+            answers.append(scenario(blob, dfs, fs))
+            blob.close()
+            dfs.close()
+    on_stub, on_sim = answers
+    assert on_stub == on_sim == [
+        (201, None), True, (404, "SourcePathNotFound"),
+        (404, "RenameDestinationParentPathNotFound"), (409, "PathAlreadyExists"),
+        201, "DirectoryNotEmpty", "directory", 200, 404, "DirectoryIsNotEmpty"]
