@@ -326,7 +326,9 @@ class AzureStore(AsyncStore):
             value = await auth.authorization(method, path, query, hdrs)
             if value:
                 hdrs["authorization"] = value
-        epoch = await self._limit.acquire()
+        epoch = self._limit.try_acquire()
+        if epoch is None:
+            epoch = await self._limit.acquire()
         try:
             response = await pool.request(method, f"{path}?{qs}" if qs else path, hdrs, body,
                                           max_body=max_body, idempotent=idempotent)

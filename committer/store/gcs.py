@@ -231,7 +231,9 @@ class GcsStore(AsyncStore):
         target = url
         if params:
             target += "?" + "&".join([f"{k}={quote_name(str(v))}" for k, v in params.items()])
-        epoch = await self._limit.acquire()
+        epoch = self._limit.try_acquire()
+        if epoch is None:
+            epoch = await self._limit.acquire()
         try:
             response = await pool.request(method, target, hdrs, body, max_body=limit,
                                           idempotent=idempotent)

@@ -450,7 +450,7 @@ class ConnectionPool:
         head = f"{method} {target} HTTP/1.1{self._prefix}{lines}\r\n".encode("latin-1")
         head_only = method == "HEAD"
         for attempt in (1, 2):
-            conn = await self._acquire()
+            conn = self._idle_connection() or await self._acquire()
             loop = asyncio.get_running_loop()
             waiter: asyncio.Future[Response] = loop.create_future()
             self.requests += 1
@@ -467,19 +467,28 @@ class ConnectionPool:
                 raise
         raise AssertionError("unreachable")
 
+    def _idle_connection(self) -> _Connection | None:
+        """An idle connection fit to reuse, taken (or ``None``)."""
+        if self._closed or not self._idle:
+            return None
+        now = time.monotonic()
+        while self._idle:
+            conn = self._idle.pop()  # the most recently used: least likely to be stale
+            if conn.closed:
+                continue
+            if now - conn.idle_since > conn.idle_limit:
+                conn._abort()  # the server may be closing it as we write
+                continue
+            self._busy.add(conn)
+            return conn
+        return None
+
     async def _acquire(self) -> _Connection:
         while True:
             if self._closed:
                 raise ConnectionError(f"pool for {self.origin.host_header} is closed")
-            now = time.monotonic()
-            while self._idle:
-                conn = self._idle.pop()  # the most recently used: least likely to be stale
-                if conn.closed:
-                    continue
-                if now - conn.idle_since > conn.idle_limit:
-                    conn._abort()  # the server may be closing it as we write
-                    continue
-                self._busy.add(conn)
+            conn = self._idle_connection()
+            if conn is not None:
                 return conn
             if len(self._busy) + self._opening < self.max_connections:
                 return await self._open()

@@ -50,6 +50,14 @@ class AdaptiveLimit:
         #: (monotonic time, limit) at each change, for reports; bounded
         self.history: collections.deque[tuple[float, int]] = collections.deque(maxlen=10_000)
 
+    def try_acquire(self) -> int | None:
+        """A place now if there is one (its epoch), else ``None``: :meth:`acquire` without a
+        coroutine, for the path every request takes."""
+        if self.in_flight < self.limit and not self._waiters:
+            self.in_flight += 1
+            return self._epoch
+        return None
+
     async def acquire(self) -> int:
         """Wait for a place; returns the epoch to hand back to :meth:`release`."""
         if self.in_flight < self.limit and not self._waiters:
