@@ -329,17 +329,16 @@ class AzureStore(AsyncStore):
         epoch = self._limit.try_acquire()
         if epoch is None:
             epoch = await self._limit.acquire()
+        throttled = False
         try:
             response = await pool.request(method, f"{path}?{qs}" if qs else path, hdrs, body,
                                           max_body=max_body, idempotent=idempotent)
-        except BodyTooLarge:
-            self._limit.release(epoch)
-            raise
+            throttled = _is_throttle(response)
         except (OSError, TimeoutError) as e:
-            self._limit.release(epoch)
             raise TransientStoreError(f"{op} {container}/{key}: no answer ({type(e).__name__}: "
                                       f"{scrub(str(e))[:300]})", f"{container}/{key}") from None
-        self._limit.release(epoch, _is_throttle(response))
+        finally:  # whatever happened (a cancellation too), the place is given back
+            self._limit.release(epoch, throttled)
         if whole:
             self._lose(op, f"{container}/{key}")
         return response

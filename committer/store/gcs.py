@@ -234,17 +234,16 @@ class GcsStore(AsyncStore):
         epoch = self._limit.try_acquire()
         if epoch is None:
             epoch = await self._limit.acquire()
+        throttled = False
         try:
             response = await pool.request(method, target, hdrs, body, max_body=limit,
                                           idempotent=idempotent)
-        except BodyTooLarge:
-            self._limit.release(epoch)
-            raise
+            throttled = response.status in _THROTTLE_STATUS
         except (OSError, TimeoutError) as e:
-            self._limit.release(epoch)
             raise TransientStoreError(f"{op} {url}: no answer ({type(e).__name__}: "
                                       f"{scrub(str(e))[:300]})", url) from None
-        self._limit.release(epoch, response.status in _THROTTLE_STATUS)
+        finally:  # whatever happened (a cancellation too), the place is given back
+            self._limit.release(epoch, throttled)
         return response
 
     async def _json(self, op: str, method: str, url: str, **kw: Any) -> dict[str, Any]:
