@@ -13,13 +13,19 @@ export SPARK35_VERSION
 VENV35 ?= .venv-spark35
 PYTHON35 := $(VENV35)/bin/python
 STAMP35 := $(VENV35)/.installed
-# Installing builds the C modules and the shim's jars (one per Spark line, setup.py).
-BUILD_INPUTS := pyproject.toml setup.py committer/store/_native.c committer/job/stages/_checks.c \
-	committer/spark/jarbuild.py committer/spark/jvm/spark-lines.json \
+# Installing (editable) builds the C modules (setup.py).
+BUILD_INPUTS := pyproject.toml setup.py committer/store/_native.c committer/job/stages/_checks.c
+# Then each environment compiles the shim's jar in place, against the pyspark it installed:
+# nothing is downloaded for it. (The editable install cannot: pip builds it in an isolated
+# environment before pyspark is installed. A wheel build compiles a jar per Spark line.)
+JAR_STAMP := $(VENV)/.jar-built
+JAR_STAMP35 := $(VENV35)/.jar-built
+JAR_INPUTS := committer/spark/build.py committer/spark/jarbuild.py \
+	committer/spark/jvm/spark-lines.json \
 	$(wildcard committer/spark/jvm/src/manifestcommitter/spark/*.java)
 
 .PHONY: setup setup-spark35 test test-fast test-spark35 test-crash-scale lint bench bench-emulators bench-spark \
-	demo jar clean
+	demo jar wheel clean
 
 # Create the virtual environment and install the project with everything tests need.
 $(STAMP): $(BUILD_INPUTS)
@@ -28,6 +34,10 @@ $(STAMP): $(BUILD_INPUTS)
 	$(PYTHON) -m pip install --quiet -e '.[dev]' 'pyspark==$(SPARK_VERSION)'
 	touch $(STAMP)
 
+$(JAR_STAMP): $(STAMP) $(JAR_INPUTS)
+	$(PYTHON) -m committer.spark.build --in-place
+	touch $(JAR_STAMP)
+
 # The same project and test tools beside pyspark 3.5 (Scala 2.12), in a second environment.
 $(STAMP35): $(BUILD_INPUTS)
 	test -x $(PYTHON35) || $(PY) -m venv $(VENV35)
@@ -35,7 +45,11 @@ $(STAMP35): $(BUILD_INPUTS)
 	$(PYTHON35) -m pip install --quiet -e '.[dev]' 'pyspark==$(SPARK35_VERSION)'
 	touch $(STAMP35)
 
-setup-spark35: $(STAMP35)
+$(JAR_STAMP35): $(STAMP35) $(JAR_INPUTS)
+	$(PYTHON35) -m committer.spark.build --in-place
+	touch $(JAR_STAMP35)
+
+setup-spark35: $(STAMP35) $(JAR_STAMP35)
 
 # Azurite (the Azure Blob emulator the tests and benchmarks start) comes from npm.
 NPM_STAMP := node_modules/.installed
@@ -43,7 +57,7 @@ $(NPM_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $(NPM_STAMP)
 
-setup: $(STAMP) $(NPM_STAMP)
+setup: $(STAMP) $(JAR_STAMP) $(NPM_STAMP)
 
 # The whole suite (what .ci/run calls).
 # The 40,000-file SIGKILL test (tests/committer/job/test_crash_at_scale.py) runs this many
@@ -90,8 +104,14 @@ bench-spark: setup jar
 
 clean:
 	rm -rf build dist committer/spark/jars *.egg-info .pytest_cache .mypy_cache .ruff_cache benchmarks/results
+	rm -f $(JAR_STAMP) $(JAR_STAMP35)
 
-# The JVM shim jar for the installed pyspark (prebuilt at install, else compiled and cached).
+# The release wheel, in dist/: the package with one jar per Spark line, each compiled against the
+# line's first release, which the build fetches through pip (pyspark 3.5.0 and 4.0.0, ~700 MB).
+wheel:
+	$(PY) -m pip wheel --no-deps -w dist .
+
+# The JVM shim jar for the installed pyspark (built in place by setup, else compiled and cached).
 jar: setup
 	$(PYTHON) -m committer.spark.build
 
