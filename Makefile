@@ -24,7 +24,7 @@ JAR_INPUTS := committer/spark/build.py committer/spark/jarbuild.py \
 	committer/spark/jvm/spark-lines.json \
 	$(wildcard committer/spark/jvm/src/manifestcommitter/spark/*.java)
 
-.PHONY: setup setup-spark35 test test-fast test-spark35 test-crash-scale lint bench bench-emulators bench-spark \
+.PHONY: setup setup-python setup-spark35 test test-fast test-spark35 test-crash-scale lint bench bench-emulators bench-spark \
 	demo jar wheel clean
 
 # Create the virtual environment and install the project with everything tests need.
@@ -57,7 +57,10 @@ $(NPM_STAMP): package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $(NPM_STAMP)
 
-setup: $(STAMP) $(JAR_STAMP) $(NPM_STAMP)
+# The Python side (the environment and its jar): all `make demo` needs.
+setup-python: $(STAMP) $(JAR_STAMP)
+
+setup: setup-python $(NPM_STAMP)
 
 # The whole suite (what .ci/run calls).
 # The 40,000-file SIGKILL test (tests/committer/job/test_crash_at_scale.py) runs this many
@@ -112,9 +115,9 @@ wheel:
 	$(PY) -m pip wheel --no-deps -w dist .
 
 # The JVM shim jar for the installed pyspark (built in place by setup, else compiled and cached).
-jar: setup
+jar: setup-python
 	$(PYTHON) -m committer.spark.build
 
 # The README's main command: a real PySpark job writes through the committer, prints _SUCCESS.
-demo: setup jar
+demo: setup-python jar
 	$(PYTHON) -m committer.spark.demo
