@@ -27,11 +27,19 @@ JAR_INPUTS := committer/spark/build.py committer/spark/jarbuild.py \
 .PHONY: setup setup-python setup-spark35 test test-fast test-spark35 test-crash-scale lint bench bench-emulators bench-spark \
 	demo jar wheel clean
 
+# pip byte-compiles what it installs one file at a time: half the install's time on a fresh
+# machine. compileall does it on every CPU and skips the packages' own tests, which nothing here
+# imports. Like pip, it lets a file that does not compile be (hence `|| true`).
+# $(call compile,PYTHON)
+compile = $(1) -m compileall -qq -j 0 -x '/tests/' \
+	"$$($(1) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" || true
+
 # Create the virtual environment and install the project with everything tests need.
 $(STAMP): $(BUILD_INPUTS)
 	test -x $(PYTHON) || $(PY) -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --upgrade pip
-	$(PYTHON) -m pip install --quiet -e '.[dev]' 'pyspark==$(SPARK_VERSION)'
+	$(PYTHON) -m pip install --quiet --no-compile -e '.[dev]' 'pyspark==$(SPARK_VERSION)'
+	$(call compile,$(PYTHON))
 	touch $(STAMP)
 
 $(JAR_STAMP): $(STAMP) $(JAR_INPUTS)
@@ -42,7 +50,8 @@ $(JAR_STAMP): $(STAMP) $(JAR_INPUTS)
 $(STAMP35): $(BUILD_INPUTS)
 	test -x $(PYTHON35) || $(PY) -m venv $(VENV35)
 	$(PYTHON35) -m pip install --quiet --upgrade pip
-	$(PYTHON35) -m pip install --quiet -e '.[dev]' 'pyspark==$(SPARK35_VERSION)'
+	$(PYTHON35) -m pip install --quiet --no-compile -e '.[dev]' 'pyspark==$(SPARK35_VERSION)'
+	$(call compile,$(PYTHON35))
 	touch $(STAMP35)
 
 $(JAR_STAMP35): $(STAMP35) $(JAR_INPUTS)
