@@ -120,10 +120,15 @@ def prebuilt_jar(version: str, scala: str | None, root: Path | None = None) -> P
 def _carried() -> str:
     index_file = PREBUILT_ROOT / jarbuild.INDEX_NAME
     if not index_file.is_file():
-        return "this installation carries no prebuilt jar"
-    entries = json.loads(index_file.read_text(encoding="utf-8")).get("jars", [])
-    lines = ", ".join(f"Spark {e['line']}.x (Scala {e['scala']})" for e in entries)
-    return f"the prebuilt jars ({lines}) serve neither this Spark nor these sources"
+        carried = "this installation carries no prebuilt jar"
+    else:
+        entries = json.loads(index_file.read_text(encoding="utf-8")).get("jars", [])
+        lines = ", ".join(f"Spark {e['line']}.x (Scala {e['scala']})" for e in entries)
+        carried = f"the prebuilt jars ({lines}) serve neither this Spark nor these sources"
+    if IN_PLACE_ROOT.is_dir():  # a checkout `make setup` built a jar in, for another Spark
+        carried += (", nor do the jars built in this checkout (for other Spark versions or "
+                    "sources: `make setup` builds one for the installed pyspark)")
+    return carried
 
 
 def build_key(version: str, scala: str | None, release: str) -> str:

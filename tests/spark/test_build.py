@@ -130,14 +130,19 @@ def test_built_once_then_cached_and_rebuilt_when_sources_change(
 def test_without_a_fitting_jar_or_a_jdk_the_error_says_what_to_do(
     cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, packaged: bool
 ) -> None:
+    # A wheel (packaged jars) or a checkout (jars built in place by `make setup`, if any).
     root = tmp_path / "jars"
     if packaged:
         _fake_prebuilt(root, jarbuild.sources_digest())
+    else:
+        (root / "in-place").mkdir(parents=True)
     monkeypatch.setattr(build, "PREBUILT_ROOT", root)
+    monkeypatch.setattr(build, "IN_PLACE_ROOT", root / "in-place")
     monkeypatch.setattr(build, "find_javac", lambda: None)
     monkeypatch.setattr(build, "spark_version", lambda: "5.0.0")
     carried = (r"the prebuilt jars \(Spark 3\.5\.x.*Spark 4\.x.*\) serve neither" if packaged
-               else "this installation carries no prebuilt jar")
+               else r"this installation carries no prebuilt jar, nor do the jars built in this "
+               r"checkout .*`make setup` builds one")
     with pytest.raises(JarUnavailableError, match=rf"pyspark 5\.0\.0: {carried}.*javac.*"
                        r"--output DIR.*SPARK_MANIFEST_COMMITTER_JAR"):
         build.jar_path()
