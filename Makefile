@@ -34,10 +34,16 @@ JAR_INPUTS := committer/spark/build.py committer/spark/jarbuild.py \
 compile = $(1) -m compileall -qq -j 0 -x '/tests/' \
 	"$$($(1) -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" || true
 
+# pyspark comes as a source archive (456 MB for 4.3.0) that pip builds into a wheel. Its jars are
+# compressed already: the wheel stores them as they are (deflating them again took 17 s of CPU
+# to save 8%). pyspark is installed first, alone, so that option reaches no other build.
+STORED := --config-settings=--build-option=--compression=stored
+
 # Create the virtual environment and install the project with everything tests need.
 $(STAMP): $(BUILD_INPUTS)
 	test -x $(PYTHON) || $(PY) -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --upgrade pip
+	$(PYTHON) -m pip install --quiet --no-compile $(STORED) 'pyspark==$(SPARK_VERSION)'
 	$(PYTHON) -m pip install --quiet --no-compile -e '.[dev]' 'pyspark==$(SPARK_VERSION)'
 	$(call compile,$(PYTHON))
 	touch $(STAMP)
@@ -50,6 +56,7 @@ $(JAR_STAMP): $(STAMP) $(JAR_INPUTS)
 $(STAMP35): $(BUILD_INPUTS)
 	test -x $(PYTHON35) || $(PY) -m venv $(VENV35)
 	$(PYTHON35) -m pip install --quiet --upgrade pip
+	$(PYTHON35) -m pip install --quiet --no-compile $(STORED) 'pyspark==$(SPARK35_VERSION)'
 	$(PYTHON35) -m pip install --quiet --no-compile -e '.[dev]' 'pyspark==$(SPARK35_VERSION)'
 	$(call compile,$(PYTHON35))
 	touch $(STAMP35)
