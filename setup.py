@@ -11,11 +11,20 @@ HERE = Path(__file__).resolve().parent
 
 
 class BuildPyWithJars(build_py):
-    """Also compiles the JVM shim, one jar per Spark line, into the package (``spark/jars/``):
-    a driver then needs a JRE only. Needs a JDK and fetches each line's pyspark through pip."""
+    """A wheel also gets the JVM shim, one jar per Spark line, in the package (``spark/jars/``):
+    a driver then needs a JRE only. Needs a JDK and fetches each line's first pyspark release
+    through pip (see committer/spark/jarbuild.py).
+
+    An editable install (``make setup``) compiles no jar here: it is built in an isolated
+    environment before the virtual environment's pyspark is installed, so it could only compile
+    against downloaded releases. ``make setup`` compiles one jar afterwards, in place, against
+    the pyspark it installed (``python -m committer.spark.build --in-place``).
+    """
 
     def run(self) -> None:
         super().run()
+        if self.editable_mode:
+            return
         spec = importlib.util.spec_from_file_location(
             "_manifest_committer_jarbuild", HERE / "committer" / "spark" / "jarbuild.py"
         )
@@ -23,10 +32,7 @@ class BuildPyWithJars(build_py):
         jarbuild = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = jarbuild  # dataclasses look their module up
         spec.loader.exec_module(jarbuild)
-        # An editable install imports the package from the source tree (the directory is
-        # ignored by git); a wheel gets the jars in its build directory.
-        root = HERE if self.editable_mode else Path(self.build_lib)
-        output = root / "committer" / "spark" / jarbuild.PREBUILT_DIR
+        output = Path(self.build_lib) / "committer" / "spark" / jarbuild.PREBUILT_DIR
         for jar in jarbuild.build_prebuilt(output):
             print(f"built {jar}")
 

@@ -6,9 +6,10 @@ Each trial is a fresh interpreter with an empty jar cache that times
 ``committer.spark.configure(builder)`` (finding or building the shim jar) and ``getOrCreate()``
 (the JVM and the session) of a local session:
 
-- ``prebuilt``: the jar the package carries for the installed Spark line (what a wheel gives);
-- ``javac``: no packaged jar, so the shim is compiled from source on first use (the way every
-  first session started before the wheel carried jars).
+- ``prebuilt``: the jar the package carries for the installed Spark line (what a wheel gives),
+  or in a checkout the one ``make setup`` built in place for the installed Spark;
+- ``javac``: neither, so the shim is compiled from source on first use (the way every first
+  session started before the wheel carried jars).
 
 Trials alternate between the two, ``R`` of each. Results: ``<out>/spark_start.json`` and
 ``<out>/spark_start.md``.
@@ -41,6 +42,7 @@ def trial(mode: str) -> dict[str, Any]:
 
     if mode == "javac":
         build.PREBUILT_ROOT = Path(tempfile.mkdtemp(prefix="no-prebuilt-"))
+        build.IN_PLACE_ROOT = build.PREBUILT_ROOT / "in-place"
     builder = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
     started = time.perf_counter()
     configured = committer.spark.configure(builder)

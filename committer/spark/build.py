@@ -1,16 +1,22 @@
-"""The JVM shim jar for the installed pyspark: prebuilt in the wheel, else compiled from source.
+"""The JVM shim jar for the installed pyspark: prebuilt in the wheel, built in place in a
+checkout, else compiled from source on first use.
 
 The wheel carries one jar per Spark line (``committer/spark/jars/``, compiled when the wheel is
 built, see :mod:`committer.spark.jarbuild`); :func:`jar_path` picks the one matching the
-installed pyspark and its Scala version, so a driver needs only a JRE. For a Spark no prebuilt
-jar serves (or sources edited after the jars were built) the Java sources are compiled against
-the installed pyspark's jars on first use, into a cache directory keyed by a hash of the
-sources, the Spark version and the Java release. No jar is ever committed to git.
+installed pyspark and its Scala version, so a driver needs only a JRE. A checkout (an editable
+install) carries none: ``make setup`` compiles the sources against the pyspark it installed,
+into the checkout (``committer/spark/jars/in-place/<key>/``). Otherwise (a Spark no jar serves,
+sources edited since) the sources are compiled against the installed pyspark's jars on first
+use, into a cache directory. In place and in the cache, a build's directory is named by a hash
+of the sources, the Spark version, its Scala version and the Java release, so two environments
+sharing one checkout (``.venv`` on Spark 4, ``.venv-spark35``) each find only their own jar.
+No jar is ever committed to git.
 
-    python -m committer.spark.build [--output DIR] [--force]
+    python -m committer.spark.build [--output DIR | --in-place] [--force]
 
 prints the jar's path; with ``--output`` the jar is copied (or built) into ``DIR`` (to copy to
-a cluster, or to a driver of another machine: point ``SPARK_MANIFEST_COMMITTER_JAR`` at it).
+a cluster, or to a driver of another machine: point ``SPARK_MANIFEST_COMMITTER_JAR`` at it);
+``--in-place`` builds it into the checkout (what ``make setup`` runs).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -36,6 +43,7 @@ __all__ = [
     "build_jar",
     "cache_root",
     "find_javac",
+    "in_place_jar",
     "jar_path",
     "main",
     "prebuilt_jar",
@@ -52,6 +60,10 @@ DEFAULT_JAVA_RELEASE = "17"
 ENV_JAR = "SPARK_MANIFEST_COMMITTER_JAR"
 ENV_CACHE = jarbuild.ENV_CACHE
 PREBUILT_ROOT = Path(__file__).resolve().parent / jarbuild.PREBUILT_DIR
+# Where `make setup` builds the jar for the installed pyspark in a checkout (ignored by git).
+IN_PLACE_ROOT = PREBUILT_ROOT / "in-place"
+
+LOG = logging.getLogger("committer.spark.build")
 
 
 def spark_jars_dir() -> Path:
@@ -108,26 +120,48 @@ def prebuilt_jar(version: str, scala: str | None, root: Path | None = None) -> P
 def _carried() -> str:
     index_file = PREBUILT_ROOT / jarbuild.INDEX_NAME
     if not index_file.is_file():
-        return "this installation carries no prebuilt jar"
-    entries = json.loads(index_file.read_text(encoding="utf-8")).get("jars", [])
-    lines = ", ".join(f"Spark {e['line']}.x (Scala {e['scala']})" for e in entries)
-    return f"the prebuilt jars ({lines}) serve neither this Spark nor these sources"
+        carried = "this installation carries no prebuilt jar"
+    else:
+        entries = json.loads(index_file.read_text(encoding="utf-8")).get("jars", [])
+        lines = ", ".join(f"Spark {e['line']}.x (Scala {e['scala']})" for e in entries)
+        carried = f"the prebuilt jars ({lines}) serve neither this Spark nor these sources"
+    if IN_PLACE_ROOT.is_dir():  # a checkout `make setup` built a jar in, for another Spark
+        carried += (", nor do the jars built in this checkout (for other Spark versions or "
+                    "sources: `make setup` builds one for the installed pyspark)")
+    return carried
 
 
-def build_key(version: str, release: str) -> str:
+def build_key(version: str, scala: str | None, release: str) -> str:
     """Hash of everything a source-built jar depends on."""
     digest = hashlib.sha256()
-    digest.update(f"spark={version}\0release={release}\0".encode())
+    digest.update(f"spark={version}\0scala={scala}\0release={release}\0".encode())
     digest.update(jarbuild.sources_digest().encode())
     return digest.hexdigest()[:20]
 
 
-def build_jar(output_dir: Path | None = None, force: bool = False) -> Path:
-    """Compiles the jar against the installed Spark unless an identical build is cached."""
-    version = spark_version()
+def _java_release(version: str) -> str:
     line = jarbuild.line_for(version)
-    release = line.java_release if line is not None else DEFAULT_JAVA_RELEASE
-    directory = output_dir if output_dir is not None else cache_root() / build_key(version, release)
+    return line.java_release if line is not None else DEFAULT_JAVA_RELEASE
+
+
+def in_place_jar(version: str, scala: str | None, root: Path | None = None) -> Path | None:
+    """The jar built in this checkout (``--in-place``) from these sources against Spark
+    ``version`` on Scala ``scala``, if there is one: never a jar built for another Spark."""
+    root = root if root is not None else IN_PLACE_ROOT
+    jar = root / build_key(version, scala, _java_release(version)) / JAR_NAME
+    return jar if jar.is_file() else None
+
+
+def build_jar(output_dir: Path | None = None, force: bool = False, in_place: bool = False) -> Path:
+    """Compiles the jar against the installed Spark unless an identical build is there already:
+    into ``output_dir`` (always compiled), into this checkout (``in_place``) or into the cache."""
+    version = spark_version()
+    release = _java_release(version)
+    if output_dir is not None:
+        directory = output_dir
+    else:
+        root = IN_PLACE_ROOT if in_place else cache_root()
+        directory = root / build_key(version, scala_version(spark_jars_dir()), release)
     target = directory / JAR_NAME
     if target.is_file() and not force and output_dir is None:
         return target
@@ -144,6 +178,8 @@ def build_jar(output_dir: Path | None = None, force: bool = False) -> Path:
     try:
         with jarbuild.locked(directory):
             if force or output_dir is not None or not target.is_file():
+                LOG.info("compiling the shim against pyspark %s (%s) into %s", version, jars,
+                         target)
                 jarbuild.compile_jar(javac, [jars], release, version, target)
     except jarbuild.JavacError as exc:
         raise JarUnavailableError(str(exc)) from exc
@@ -152,15 +188,18 @@ def build_jar(output_dir: Path | None = None, force: bool = False) -> Path:
 
 def jar_path() -> Path:
     """The shim jar: ``$SPARK_MANIFEST_COMMITTER_JAR`` if set, else the packaged jar for the
-    installed Spark, else one built from source on demand (cached)."""
+    installed Spark's line, else the one built in this checkout for the installed Spark, else
+    one built from source on demand (cached)."""
     prebuilt = os.environ.get(ENV_JAR)
     if prebuilt:
         path = Path(prebuilt)
         if not path.is_file():
             raise JarUnavailableError(f"{ENV_JAR}={prebuilt} does not name a file")
         return path
-    packaged = prebuilt_jar(spark_version(), scala_version(spark_jars_dir()))
-    return packaged if packaged is not None else build_jar()
+    version = spark_version()
+    scala = scala_version(spark_jars_dir())
+    found = prebuilt_jar(version, scala) or in_place_jar(version, scala)
+    return found if found is not None else build_jar()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -169,11 +208,17 @@ def main(argv: list[str] | None = None) -> int:
         description="Print the path of the spark-manifest-committer JVM shim jar for the "
         "installed pyspark (building it if no prebuilt jar fits).",
     )
-    parser.add_argument("--output", type=Path, help=f"copy or build {JAR_NAME} into this directory")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--output", type=Path, help=f"copy or build {JAR_NAME} into this directory")
+    where.add_argument("--in-place", action="store_true",
+                       help="build it into this checkout for the installed pyspark, unless "
+                       "there already (what `make setup` runs)")
     parser.add_argument("--force", action="store_true", help="compile from source, even if cached")
     args = parser.parse_args(argv)
     try:
-        if args.force:
+        if args.in_place:
+            path = build_jar(force=args.force, in_place=True)
+        elif args.force:
             path = build_jar(args.output, force=True)
         elif args.output is not None:
             path = args.output / JAR_NAME

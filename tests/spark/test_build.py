@@ -1,5 +1,6 @@
-"""The shim jar: the packaged one for the installed Spark line, else built from source (cached,
-rebuilt on change), and a clear error when neither is possible."""
+"""The shim jar: the packaged one for the installed Spark line, else the one built in the
+checkout for the installed Spark, else built from source (cached, rebuilt on change), and a
+clear error when none is possible."""
 
 from __future__ import annotations
 
@@ -32,28 +33,35 @@ def _edit_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(jarbuild, "SOURCE_ROOT", changed)
 
 
-def test_the_installed_spark_gets_its_packaged_jar_without_a_jdk(
+def test_the_installed_spark_gets_the_jar_setup_built_without_a_jdk(
     cache: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # `make setup` (like a wheel) compiles one jar per Spark line; a driver needs no javac.
+    # `make setup` compiles the shim in place against the pyspark it installed (a wheel would
+    # carry the packaged jar of the line instead); a driver needs no javac.
     monkeypatch.setattr(build, "find_javac", lambda: None)
     jar = build.jar_path()
-    line = jarbuild.line_for(build.spark_version())
+    version = build.spark_version()
+    line = jarbuild.line_for(version)
     assert line is not None
-    assert jar == build.PREBUILT_ROOT / line.jar_name
-    assert line.scala == build.scala_version(build.spark_jars_dir())
+    packaged = build.prebuilt_jar(version, build.scala_version(build.spark_jars_dir()))
+    if packaged is None:
+        assert jar.is_relative_to(build.IN_PLACE_ROOT)
+        compiled_against = version
+    else:  # packaged jars left in this checkout by an older install, still of these sources
+        assert jar == packaged == build.PREBUILT_ROOT / line.jar_name
+        compiled_against = line.compile_against
     with zipfile.ZipFile(jar) as archive:
         assert "manifestcommitter/spark/ManifestCommitProtocol.class" in archive.namelist()
         manifest = archive.read("META-INF/MANIFEST.MF").decode()
-    assert f"Spark-Version: {line.compile_against}" in manifest
-    assert not cache.exists(), "a packaged jar must not trigger a build"
+    assert f"Spark-Version: {compiled_against}\r\n" in manifest
+    assert not cache.exists(), "a jar made at install must not trigger a build"
 
 
-def test_session_runs_the_packaged_jar(spark: Any) -> None:
+def test_session_runs_the_jar_made_at_install(spark: Any) -> None:
     jars = spark.sparkContext.getConf().get("spark.jars")
-    line = jarbuild.line_for(build.spark_version())
-    assert line is not None
-    assert str(build.PREBUILT_ROOT / line.jar_name) in jars.split(","), jars
+    jar = build.jar_path()
+    assert jar.is_relative_to(build.PREBUILT_ROOT), jar  # packaged, or built in place
+    assert str(jar) in jars.split(","), jars
 
 
 def _fake_prebuilt(root: Path, sources: str) -> None:
@@ -111,20 +119,81 @@ def test_built_once_then_cached_and_rebuilt_when_sources_change(
     assert build.build_jar() == first
     assert first.stat().st_mtime_ns == stamp, "an unchanged source tree must not be rebuilt"
 
-    # Edited sources: the packaged jar no longer fits, jar_path compiles them.
+    # Edited sources: neither the packaged jar nor the one built in place fits, jar_path
+    # compiles them.
     _edit_sources(tmp_path, monkeypatch)
     second = build.jar_path()
     assert second != first and second.is_relative_to(cache) and second.is_file()
 
 
+@pytest.mark.parametrize("packaged", [True, False])
 def test_without_a_fitting_jar_or_a_jdk_the_error_says_what_to_do(
-    cache: Path, monkeypatch: pytest.MonkeyPatch
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, packaged: bool
 ) -> None:
+    # A wheel (packaged jars) or a checkout (jars built in place by `make setup`, if any).
+    root = tmp_path / "jars"
+    if packaged:
+        _fake_prebuilt(root, jarbuild.sources_digest())
+    else:
+        (root / "in-place").mkdir(parents=True)
+    monkeypatch.setattr(build, "PREBUILT_ROOT", root)
+    monkeypatch.setattr(build, "IN_PLACE_ROOT", root / "in-place")
     monkeypatch.setattr(build, "find_javac", lambda: None)
     monkeypatch.setattr(build, "spark_version", lambda: "5.0.0")
-    with pytest.raises(JarUnavailableError, match=r"pyspark 5\.0\.0.*Spark 3\.5\.x.*Spark 4\.x"
-                       r".*javac.*--output DIR.*SPARK_MANIFEST_COMMITTER_JAR"):
+    carried = (r"the prebuilt jars \(Spark 3\.5\.x.*Spark 4\.x.*\) serve neither" if packaged
+               else r"this installation carries no prebuilt jar, nor do the jars built in this "
+               r"checkout .*`make setup` builds one")
+    with pytest.raises(JarUnavailableError, match=rf"pyspark 5\.0\.0: {carried}.*javac.*"
+                       r"--output DIR.*SPARK_MANIFEST_COMMITTER_JAR"):
         build.jar_path()
+    assert not cache.exists()
+
+
+@pytest.mark.skipif(build.find_javac() is None, reason="needs a JDK")
+def test_built_in_place_for_the_installed_spark_only(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # One checkout, two environments (.venv on Spark 4, .venv-spark35 on 3.5): each finds the
+    # jar built against its own Spark, never the other's, nor one compiled against a release
+    # of its line it does not run.
+    packaged_root, in_place_root = tmp_path / "jars", tmp_path / "in-place"
+    monkeypatch.setattr(build, "PREBUILT_ROOT", packaged_root)
+    monkeypatch.setattr(build, "IN_PLACE_ROOT", in_place_root)
+    version = build.spark_version()
+    scala = build.scala_version(build.spark_jars_dir())
+    assert build.in_place_jar(version, scala) is None
+
+    assert build.main(["--in-place"]) == 0
+    jar = Path(capsys.readouterr().out.strip())
+    assert jar.is_relative_to(in_place_root) and jar.is_file()
+    with zipfile.ZipFile(jar) as archive:
+        manifest = archive.read("META-INF/MANIFEST.MF").decode()
+    assert f"Spark-Version: {version}\r\n" in manifest
+    stamp = jar.stat().st_mtime_ns
+    assert build.main(["--in-place"]) == 0
+    assert Path(capsys.readouterr().out.strip()) == jar
+    assert jar.stat().st_mtime_ns == stamp, "an unchanged source tree must not be rebuilt"
+
+    monkeypatch.setattr(build, "find_javac", lambda: None)
+    assert build.in_place_jar(version, scala) == jar
+    assert build.jar_path() == jar
+    other_scala = "2.12" if scala != "2.12" else "2.13"
+    for other in ("3.5.0", "3.5.7", "4.0.0", "4.3.0", "4.3.1"):
+        if other != version:
+            assert build.in_place_jar(other, scala) is None, other
+    assert build.in_place_jar(version, other_scala) is None
+    assert not cache.exists(), "a jar built in place must not trigger a build"
+
+    # A packaged jar for the line comes first (a wheel's, built from these very sources).
+    _fake_prebuilt(packaged_root, jarbuild.sources_digest())
+    line = jarbuild.line_for(version)
+    assert line is not None
+    assert build.jar_path() == packaged_root / line.jar_name
+
+    # Edited sources: the jar built in place no longer fits.
+    _edit_sources(tmp_path, monkeypatch)
+    assert build.in_place_jar(version, scala) is None
 
 
 def test_prebuilt_jar_from_the_environment(
