@@ -31,17 +31,14 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 from committer import errors
 from committer.errors import StoreError, TransientStoreError
-from committer.statistics import Tally
+from committer.statistics import IOStatistics, Tally
 from committer.store.http.loop import loop_cpu_seconds
-
-if TYPE_CHECKING:
-    from committer.store.managed import ManagedStore
 
 __all__ = ["MIN_REMAINING", "SATURATED", "FanOut", "read_frame", "write_frame"]
 
@@ -182,26 +179,35 @@ class _WorkerLost(Exception):
 
 
 class FanOut:
-    """The lanes of one rename stage; ``rename_batch`` is what ``ManagedStore`` calls."""
+    """The lanes of one rename stage; ``rename_batch`` is what ``ManagedStore`` calls.
 
-    def __init__(self, store: ManagedStore, location: str, total: int, processes: int) -> None:
-        self.store = store
+    It is given what it needs of the store: ``pace`` (take permits from the commit's rate
+    limiter), ``here`` (rename a batch on this process's own loop, already paced),
+    ``stats`` (where the workers' statistics go) and ``worker_config`` (what a worker opens
+    the store with)."""
+
+    def __init__(self, location: str, total: int, processes: int, *,
+                 pace: Callable[[int], None], here: Callable[[Entries], None],
+                 stats: IOStatistics, worker_config: Callable[[], Any]) -> None:
         self.location = location
         self.processes = max(1, processes)
         self.lanes: list[_ProcessLane] = []
+        self._pace = pace
+        self._here = here
+        self._stats = stats
+        self._worker_config = worker_config
         self._local_pending = 0
         self._sent = 0
         self._total = total
         self._lock = threading.Lock()
         self._stopped = threading.Event()
-        self._starting = False
         self.started = 0  # worker processes started (statistics)
         self._monitor = threading.Thread(target=self._watch, name="committer-fanout",
                                          daemon=True)
         self._monitor.start()
 
     def rename_batch(self, entries: Entries) -> None:
-        self.store._pace_many(len(entries))  # first sends: the commit's one rate limit
+        self._pace(len(entries))  # first sends: the commit's one rate limit
         with self._lock:
             self._sent += len(entries)
             lane = min(self.lanes, key=lambda x: x.pending, default=None)
@@ -215,7 +221,7 @@ class FanOut:
             with self._lock:
                 self._local_pending += len(entries)
         try:
-            self.store._rename_batch_here(entries, paced=True)
+            self._here(entries)
         finally:
             with self._lock:
                 self._local_pending -= len(entries)
@@ -235,9 +241,9 @@ class FanOut:
                         "by the committing process")
             return False
         except StoreError as e:
-            self.store.stats.merge(getattr(e, "tally", Tally()))
+            self._stats.merge(getattr(e, "tally", Tally()))
             raise
-        self.store.stats.merge(tally)
+        self._stats.merge(tally)
         return True
 
     def _watch(self) -> None:
@@ -261,7 +267,7 @@ class FanOut:
 
     def _start_lane(self) -> None:
         try:
-            lane = _ProcessLane(self.location, self.store.worker_config())
+            lane = _ProcessLane(self.location, self._worker_config())
         except (StoreError, OSError, pickle.PicklingError) as e:
             LOG.warning("no worker process for the commit's renames: %s", e)
             self.processes = 1 + len(self.lanes)  # do not try again

@@ -333,7 +333,9 @@ class ManagedStore:
                 or not self.backend.native_batches or self.backend.fanout_options() is None):
             yield
             return
-        fan = fanout.FanOut(self, location, entries, processes)
+        fan = fanout.FanOut(location, entries, processes, pace=self._pace_many,
+                            here=lambda batch: self._rename_batch_here(batch, paced=True),
+                            stats=self.stats, worker_config=self.worker_config)
         self._fanout = fan
         try:
             yield
