@@ -29,33 +29,37 @@ empty directory can be listed.
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
-import contextlib
-import math
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Mapping, Sequence
-from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from committer.errors import PathExistsError, PathNotFoundError, StoreError, TransientStoreError
 from committer.store import register_backend
 from committer.store._aio import AsyncStore, WireFaults, flag_option, map_bounded
+from committer.store.azure_wire import (
+    API_VERSION,
+    Endpoint,
+    azure_error,
+    blobs,
+    delete_requests,
+    delete_results,
+    is_throttle,
+    md5_hex,
+    name_of,
+    timestamp,
+)
 from committer.store.base import FileStatus, Store
 from committer.store.credentials import CONCURRENCY_OPTION, register_options, scrub
 from committer.store.http.azure_auth import AzureAuth, SharedKey, azure_auth, http_date
-from committer.store.http.connection import BodyTooLarge, ConnectionPool, Origin, Response
+from committer.store.http.connection import BodyTooLarge, ConnectionPool, Response
 from committer.store.http.limiter import AdaptiveLimit
 from committer.store.http.loop import wire_loop
-from committer.store.http.multipart import batch_body, new_boundary, parse_batch_response
+from committer.store.http.multipart import batch_body, new_boundary
 from committer.store.http.quoting import quote_name, quote_path
 
 __all__ = ["API_VERSION", "AzureStore", "azure_error", "open_azure"]
 
-#: the REST API version every request names (Blob Batch and the Data Lake rename need
-#: 2018-11-09 or later; Azurite 3.37 and the service both take this one)
-API_VERSION = "2023-11-03"
 # Requests in flight at most: the adaptive limit grows to this. It covers latency x rate of
 # an account: ~1,000 in flight keep 20,000 requests/s going at a mean latency of 50 ms.
 DEFAULT_CONCURRENCY = 1024
@@ -67,122 +71,8 @@ _COPY_POLL_MAX_S = 2.0
 _COPY_WAIT_LIMIT_S = 600.0
 _FOLDER_META = "hdi_isfolder"
 _LIST_PAGE = 5000
-_TRANSIENT_CODES = frozenset({"ServerBusy", "OperationTimedOut", "InternalError",
-                              "IngressOverAccountLimit", "EgressOverAccountLimit",
-                              "TpsOverAccountLimit"})
-# codes and statuses by which the service says it did not do the request: send it again as is
-_THROTTLE_CODES = frozenset({"ServerBusy", "IngressOverAccountLimit", "EgressOverAccountLimit",
-                             "TpsOverAccountLimit"})
-_THROTTLE_STATUS = frozenset({429, 503})
-_TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 _DETECT_ATTEMPTS = 3  # Get Account Information, when it fails transiently
 _DETECT_RETRY_DELAY_S = 0.2
-
-
-def _retry_after(response: Response) -> float | None:
-    raw = response.header("retry-after")
-    try:
-        value = float(raw)
-    except ValueError:
-        return None  # an HTTP date is allowed too; the backoff then decides alone
-    return value if value >= 0 and math.isfinite(value) else None
-
-
-def _message(response: Response) -> str:
-    """The service's own explanation of an error answer, short and scrubbed."""
-    body = response.body[:2000]
-    text = ""
-    if body.lstrip().startswith(b"<"):
-        with contextlib.suppress(ET.ParseError):
-            found = ET.fromstring(body).findtext("Message")
-            text = (found or "").split("\n", 1)[0]
-    elif body.lstrip().startswith(b"{"):
-        import json
-
-        with contextlib.suppress(ValueError, AttributeError):
-            text = str(json.loads(body).get("error", {}).get("message", "")).split("\n", 1)[0]
-    return scrub(text[:300])
-
-
-def azure_error(response: Response, path: str, what: str = "") -> StoreError:
-    """The engine's error family for an error answer of the Blob or Data Lake endpoint."""
-    status, code = response.status, response.header("x-ms-error-code")
-    detail = f"HTTP {status}{f' {code}' if code else ''}"
-    message = _message(response)
-    if message:
-        detail += f": {message}"
-    subject = f"{what} {path}".strip()
-    if status == 404:
-        return PathNotFoundError(f"not found: {subject} ({detail})", path)
-    if status in (409, 412):
-        return PathExistsError(f"already exists: {subject} ({detail})", path)
-    if status in _TRANSIENT_STATUS or code in _TRANSIENT_CODES:
-        throttled = status in _THROTTLE_STATUS or code in _THROTTLE_CODES
-        return TransientStoreError(f"transient failure on {subject}: {detail}", path,
-                                   throttled=throttled, retry_after=_retry_after(response))
-    return StoreError(f"failed on {subject}: {detail}", path)
-
-
-def _is_throttle(response: Response) -> bool:
-    return response.status in _THROTTLE_STATUS or (
-        response.status >= 500 and response.header("x-ms-error-code") in _THROTTLE_CODES)
-
-
-def _md5_hex(raw: str | None) -> str | None:
-    if not raw:
-        return None
-    try:
-        return "md5:" + base64.b64decode(raw).hex()
-    except (ValueError, binascii.Error):
-        return None
-
-
-def _timestamp(text: str | None) -> float | None:
-    if not text:
-        return None
-    try:
-        return parsedate_to_datetime(text).timestamp()
-    except (TypeError, ValueError):
-        return None
-
-
-def _blobs(page: ET.Element) -> list[ET.Element]:
-    """The ``Blob`` and ``BlobPrefix`` items of a List Blobs page."""
-    found = page.find("Blobs")
-    return [] if found is None else list(found)
-
-
-def _name(item: ET.Element) -> str:
-    """An item's name; the service percent-encodes names XML cannot carry (``Encoded``)."""
-    element = item.find("Name")
-    if element is None:
-        return ""
-    text = element.text or ""
-    return unquote(text) if element.get("Encoded") == "true" else text
-
-
-class _Endpoint:
-    """One of the account's two endpoints (Blob, Data Lake): its pool and base path."""
-
-    def __init__(self, url: str, max_connections: int) -> None:
-        parts = urlsplit(url)
-        self.origin = Origin.of(url)
-        self.base = parts.path.rstrip("/")  # "/account" on path-style endpoints (emulators)
-        self.url = f"{self.origin.scheme}://{self.origin.host_header}{self.base}"
-        self.max_connections = max_connections
-        self.pool: ConnectionPool | None = None
-        self._containers: dict[str, str] = {}
-
-    def target(self, container: str, key: str) -> str:
-        path = self.container_path(container)
-        return path + "/" + quote_path(key) if key else path
-
-    def container_path(self, container: str) -> str:
-        """``base/container``, encoded (a store sees few containers: kept)."""
-        found = self._containers.get(container)
-        if found is None:
-            found = self._containers[container] = self.base + "/" + quote_name(container)
-        return found
 
 
 class AzureStore(AsyncStore):
@@ -211,8 +101,8 @@ class AzureStore(AsyncStore):
         self._netlocs: dict[str, str] = {}
         self._dfs_url = dfs_url
         self._auth: AzureAuth | None = None
-        self._blob: _Endpoint | None = None
-        self._dfs: _Endpoint | None = None
+        self._blob: Endpoint | None = None
+        self._dfs: Endpoint | None = None
         self._limit = AdaptiveLimit(concurrency)
         self._containers_known: set[str] = set()
         # None: not known yet; asked of the account on first need (``_namespace``), so that
@@ -283,16 +173,16 @@ class AzureStore(AsyncStore):
             self._auth = azure_auth(self.fs.service_client)
         return self._auth
 
-    def _endpoint(self, dfs: bool) -> _Endpoint:
+    def _endpoint(self, dfs: bool) -> Endpoint:
         if dfs:
             if self._dfs is None:
-                self._dfs = _Endpoint(self.dfs_account_url(), self.concurrency + 8)
+                self._dfs = Endpoint(self.dfs_account_url(), self.concurrency + 8)
             return self._dfs
         if self._blob is None:
-            self._blob = _Endpoint(str(self.fs.service_client.url), self.concurrency + 8)
+            self._blob = Endpoint(str(self.fs.service_client.url), self.concurrency + 8)
         return self._blob
 
-    def _pool(self, endpoint: _Endpoint) -> ConnectionPool:
+    def _pool(self, endpoint: Endpoint) -> ConnectionPool:
         if endpoint.pool is None:
             endpoint.pool = self._resources.add(
                 ConnectionPool(endpoint.origin, endpoint.max_connections))
@@ -333,7 +223,7 @@ class AzureStore(AsyncStore):
         try:
             response = await pool.request(method, f"{path}?{qs}" if qs else path, hdrs, body,
                                           max_body=max_body, idempotent=idempotent)
-            throttled = _is_throttle(response)
+            throttled = is_throttle(response)
         except (OSError, TimeoutError) as e:
             raise TransientStoreError(f"{op} {container}/{key}: no answer ({type(e).__name__}: "
                                       f"{scrub(str(e))[:300]})", f"{container}/{key}") from None
@@ -419,11 +309,11 @@ class AzureStore(AsyncStore):
             return FileStatus(self._url(container, key), 0, True)
         etag = response.header("etag").strip('"') or None
         return FileStatus(self._url(container, key), int(response.header("content-length") or 0),
-                          False, etag, _timestamp(response.header("last-modified")),
-                          _md5_hex(response.header("content-md5")))
+                          False, etag, timestamp(response.header("last-modified")),
+                          md5_hex(response.header("content-md5")))
 
     def _from_listing(self, container: str, blob: ET.Element) -> FileStatus:
-        name = _name(blob).rstrip("/")
+        name = name_of(blob).rstrip("/")
         props = blob.find("Properties")
         meta = blob.find("Metadata")
         folder = meta is not None and (meta.findtext(_FOLDER_META) or "").lower() == "true"
@@ -433,8 +323,8 @@ class AzureStore(AsyncStore):
             return FileStatus(self._url(container, name), 0, True)
         etag = (props.findtext("Etag") or "").strip('"') or None
         return FileStatus(self._url(container, name), int(props.findtext("Content-Length") or 0),
-                          False, etag, _timestamp(props.findtext("Last-Modified")),
-                          _md5_hex(props.findtext("Content-MD5")))
+                          False, etag, timestamp(props.findtext("Last-Modified")),
+                          md5_hex(props.findtext("Content-MD5")))
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -491,7 +381,7 @@ class AzureStore(AsyncStore):
             return self._from_headers(container, key, found)
         # No blob: a directory exists if anything is stored below it.
         page = await self._list_page(container, key + "/", False, "", "stat", page_size=1)
-        if _blobs(page):
+        if blobs(page):
             return FileStatus(self._url(container, key), 0, True)
         raise PathNotFoundError(f"not found: {path}", path)
 
@@ -500,8 +390,8 @@ class AzureStore(AsyncStore):
         prefix = key + "/" if key else ""
         out: dict[str, FileStatus] = {}
         for page in await self._list_all(container, prefix, True, "list_dir"):
-            for item in _blobs(page):
-                name = _name(item).rstrip("/")
+            for item in blobs(page):
+                name = name_of(item).rstrip("/")
                 if not name or name == key:
                     continue
                 st = (FileStatus(self._url(container, name), 0, True) if item.tag == "BlobPrefix"
@@ -520,7 +410,7 @@ class AzureStore(AsyncStore):
         out: list[FileStatus] = []
         for page in await self._list_all(container, key + "/" if key else "", False,
                                          "list_dir"):
-            for item in _blobs(page):
+            for item in blobs(page):
                 st = self._from_listing(container, item)
                 if not st.is_dir:
                     out.append(st)
@@ -633,9 +523,9 @@ class AzureStore(AsyncStore):
             return False
         copy_source = unquote(d.header("x-ms-copy-source").split("?", 1)[0])
         same_source = copy_source == unquote(self._source_url(sc, sk).split("?", 1)[0])
-        d_md5 = _md5_hex(d.header("content-md5"))
+        d_md5 = md5_hex(d.header("content-md5"))
         same_content = (d.header("content-length") == s.header("content-length")
-                        and d_md5 is not None and d_md5 == _md5_hex(s.header("content-md5")))
+                        and d_md5 is not None and d_md5 == md5_hex(s.header("content-md5")))
         if not (same_source and same_content and d.header("x-ms-copy-status") == "success"):
             return False
         await self._delete_key(sc, sk, "delete_file")
@@ -775,26 +665,9 @@ class AzureStore(AsyncStore):
     async def _batch_delete(self, blobs: Sequence[tuple[str, str]]) -> list[StoreError | None]:
         """One Blob Batch request deleting ``blobs`` (all in one container); a result per
         blob."""
-        endpoint = self._endpoint(False)
-        auth = self._authority()
-        date = http_date()
-        parts: list[bytes] = []
-        for container, key in blobs:
-            path = endpoint.target(container, key)
-            headers = {"x-ms-date": date}
-            lines = ""
-            if auth.query:
-                path = f"{path}?{auth.query}"
-            if auth.signs or not auth.query:
-                value = await auth.authorization(
-                    "DELETE", endpoint.target(container, key), (),
-                    {"x-ms-date": date, "content-length": "0"})
-                if value:
-                    lines = f"authorization: {value}\r\n"
-            parts.append((f"DELETE {path} HTTP/1.1\r\nx-ms-date: {headers['x-ms-date']}\r\n"
-                          f"{lines}content-length: 0\r\n\r\n").encode())
         boundary = new_boundary()
-        body = batch_body(boundary, parts)
+        body = batch_body(boundary, await delete_requests(self._endpoint(False),
+                                                          self._authority(), blobs))
         epoch = self._limit.epoch
         response = await self._send(
             "delete_file", "POST", blobs[0][0], query=(("restype", "container"), ("comp", "batch")),
@@ -802,26 +675,7 @@ class AzureStore(AsyncStore):
             idempotent=True)  # deletes only: sending it twice deletes nothing more
         if response.status != 202:
             raise azure_error(response, "(batch of deletes)", "batch")
-        try:
-            answers = parse_batch_response(response.header("content-type"), response.body)
-        except ValueError as e:
-            raise StoreError(f"unreadable Blob Batch answer: {e}") from None
-        out: list[StoreError | None] = [
-            TransientStoreError(f"no answer in the batch for {self._url(*b)}", self._url(*b))
-            for b in blobs]
-        throttled = False
-        for answer in answers:
-            try:
-                i = int(answer.content_id)
-            except ValueError:
-                continue
-            if not 0 <= i < len(blobs):
-                continue
-            if answer.status in (200, 202, 404):  # 404: already gone, as wanted
-                out[i] = None
-                continue
-            throttled = throttled or _is_throttle(answer.response)
-            out[i] = azure_error(answer.response, self._url(*blobs[i]), "delete")
+        out, throttled = delete_results(response, [self._url(*b) for b in blobs])
         if throttled:  # a throttled sub-request steers the limit as a throttled request does
             self._limit.throttled_answer(epoch)
         return out
@@ -844,8 +698,8 @@ class AzureStore(AsyncStore):
             return True
         names = [(container, key)]  # the marker of the directory itself, if any
         for page in await self._list_all(container, key + "/", False, "list_dir"):
-            for item in _blobs(page):
-                names.append((container, _name(item)))
+            for item in blobs(page):
+                names.append((container, name_of(item)))
         listed = len(names) > 1
         # one marker alone needs a plain delete to tell whether it was there
         if not listed:
