@@ -4,7 +4,8 @@
 Measures what the committing process spends: CPU (``getrusage`` of this process, every thread
 of it, plus the worker processes it started and waited for), wall time, peak resident set
 (``VmHWM`` of this process, the largest worker's ``ru_maxrss``), and, every 100 ms, the
-store's adaptive limit and requests in flight, and the garbage collector's time by generation.
+store's adaptive limit, its requests in flight and how busy the request loop's thread was
+(its CPU time over the interval), and the garbage collector's time by generation.
 Prints one JSON object.
 """
 
@@ -60,18 +61,23 @@ def main(path: str) -> int:
     gc.callbacks.append(on_gc)
     config = CommitterConfig(**params["config"])
     job = params["job"]
-    samples: list[tuple[float, int, int]] = []
+    samples: list[tuple[float, int, int, float]] = []
     stop = threading.Event()
     cpu0, children0, t0 = _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN), \
         time.perf_counter()
     store = open_store(job["dest"], config)
 
     def sample() -> None:
+        from committer.store.http.loop import loop_cpu_seconds
+
         limit = getattr(store.backend, "limit", None)
+        last_cpu, last = loop_cpu_seconds() or 0.0, time.perf_counter()
         while not stop.wait(0.1):
+            cpu, now = loop_cpu_seconds() or 0.0, time.perf_counter()
+            busy = round((cpu - last_cpu) / max(now - last, 1e-6), 3)
+            last_cpu, last = cpu, now
             if limit is not None:
-                samples.append((round(time.perf_counter() - t0, 3), limit.limit,
-                                limit.in_flight))
+                samples.append((round(now - t0, 3), limit.limit, limit.in_flight, busy))
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
