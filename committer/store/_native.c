@@ -484,39 +484,53 @@ compare_names(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* holds_names(dir_fd, names, sides) -> count
+/* holds_names(dir_fd, names, side_prefix, side_suffix) -> count
  * How many children the directory has, when each is a regular file (never a link) named in
- * `names` or in `sides` and every one of `names` is there; -1 otherwise. One read of the
- * directory, no stat per child (the kind comes from the directory entry, a stat only where the
- * filesystem does not say). `names` must not repeat a name. dir_fd stays open and its
- * position is untouched. */
+ * `names` or, with a side prefix and suffix (str, or None for none), named prefix + one of
+ * `names` + suffix (a file's side file), and every one of `names` is there; -1 otherwise. One
+ * read of the directory, no stat per child (the kind comes from the directory entry, a stat
+ * only where the filesystem does not say). `names` must not repeat a name. dir_fd stays open
+ * and its position is untouched. */
 static PyObject *
 holds_names(PyObject *self, PyObject *args)
 {
     (void)self;
     int fd;
-    PyObject *names, *sides;
-    if (!PyArg_ParseTuple(args, "iO!O!", &fd, &PyList_Type, &names, &PyList_Type, &sides))
+    PyObject *names, *prefix_obj, *suffix_obj;
+    if (!PyArg_ParseTuple(args, "iO!OO", &fd, &PyList_Type, &names, &prefix_obj, &suffix_obj))
         return NULL;
     PyObject *a = PyList_GetSlice(names, 0, PyList_GET_SIZE(names));
-    PyObject *b = PyList_GetSlice(sides, 0, PyList_GET_SIZE(sides));
     PyObject *keep = PyList_New(0);
-    const char **wanted = NULL, **extra = NULL;
+    PyObject *pre = NULL, *suf = NULL;
+    const char **wanted = NULL;
+    char *inner = NULL;
     PyObject *result = NULL;
-    if (a == NULL || b == NULL || keep == NULL)
+    if (a == NULL || keep == NULL)
         goto done;
-    if ((wanted = paths_of(a, -1, 0, keep)) == NULL || (extra = paths_of(b, -1, 0, keep)) == NULL)
+    if ((prefix_obj == Py_None) != (suffix_obj == Py_None)) {
+        PyErr_SetString(PyExc_ValueError, "a side file needs both a prefix and a suffix");
         goto done;
-    Py_ssize_t nw = PyList_GET_SIZE(a), ne = PyList_GET_SIZE(b);
-    Py_ssize_t count = 0, matched = 0;
+    }
+    if (prefix_obj != Py_None) {
+        if ((pre = PyUnicode_EncodeFSDefault(prefix_obj)) == NULL
+                || (suf = PyUnicode_EncodeFSDefault(suffix_obj)) == NULL)
+            goto done;
+    }
+    if ((wanted = paths_of(a, -1, 0, keep)) == NULL)
+        goto done;
+    Py_ssize_t nw = PyList_GET_SIZE(a), count = 0, matched = 0;
+    const char *sp = pre == NULL ? NULL : PyBytes_AS_STRING(pre);
+    const char *ss = suf == NULL ? NULL : PyBytes_AS_STRING(suf);
+    size_t lp = pre == NULL ? 0 : (size_t)PyBytes_GET_SIZE(pre);
+    size_t ls = suf == NULL ? 0 : (size_t)PyBytes_GET_SIZE(suf);
     int err = 0, refused = 0;
     Py_BEGIN_ALLOW_THREADS
     qsort(wanted, (size_t)nw, sizeof(char *), compare_names);
-    qsort(extra, (size_t)ne, sizeof(char *), compare_names);
-    int own = openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    inner = malloc(NAME_MAX + 1);
+    int own = inner == NULL ? -1 : openat(fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     DIR *dir = own < 0 ? NULL : fdopendir(own);
     if (dir == NULL) {
-        err = errno;
+        err = inner == NULL ? ENOMEM : errno;
         if (own >= 0)
             close(own);
     } else {
@@ -533,11 +547,20 @@ holds_names(PyObject *self, PyObject *args)
                 regular = fstatat(dirfd(dir), n, &st, AT_SYMLINK_NOFOLLOW) == 0
                           && S_ISREG(st.st_mode);
             }
+            size_t len = strlen(n);
+            const char *key = n;
             if (!regular) {
                 refused = 1;
-            } else if (bsearch(&n, wanted, (size_t)nw, sizeof(char *), compare_names) != NULL) {
+            } else if (bsearch(&key, wanted, (size_t)nw, sizeof(char *), compare_names) != NULL) {
                 matched++;
-            } else if (bsearch(&n, extra, (size_t)ne, sizeof(char *), compare_names) == NULL) {
+            } else if (sp != NULL && len > lp + ls && memcmp(n, sp, lp) == 0
+                       && memcmp(n + len - ls, ss, ls) == 0) {
+                memcpy(inner, n + lp, len - lp - ls);
+                inner[len - lp - ls] = '\0';
+                key = inner;
+                if (bsearch(&key, wanted, (size_t)nw, sizeof(char *), compare_names) == NULL)
+                    refused = 1;
+            } else {
                 refused = 1;
             }
             if (refused)
@@ -555,9 +578,10 @@ holds_names(PyObject *self, PyObject *args)
     result = PyLong_FromSsize_t(refused || matched != nw ? -1 : count);
 done:
     PyMem_Free(wanted);
-    PyMem_Free(extra);
+    free(inner);
     Py_XDECREF(a);
-    Py_XDECREF(b);
+    Py_XDECREF(pre);
+    Py_XDECREF(suf);
     Py_XDECREF(keep);
     return result;
 }
@@ -570,7 +594,7 @@ static PyMethodDef methods[] = {
     {"regular_files", regular_files, METH_VARARGS, "regular_files(dir_fd, names, sizes) -> count"},
     {"count_entries", count_entries, METH_VARARGS, "count_entries(dir_fd) -> count"},
     {"identify", identify, METH_VARARGS, "identify(dir_fd, entries, prefix) -> (entries, mismatches)"},
-    {"holds_names", holds_names, METH_VARARGS, "holds_names(dir_fd, names, sides) -> count"},
+    {"holds_names", holds_names, METH_VARARGS, "holds_names(dir_fd, names, side_prefix, side_suffix) -> count"},
     {NULL, NULL, 0, NULL},
 };
 

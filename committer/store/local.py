@@ -103,6 +103,21 @@ def _regular_files(fd: int, names: list[str], sizes: list[int | None]) -> int:
     return found
 
 
+def _affixes(side_file: Callable[[str], str]) -> tuple[str, str] | None:
+    """``(prefix, suffix)`` when ``side_file(name)`` is ``prefix + name + suffix`` (as Hadoop's
+    checksum files are: ``.name.crc``), judged on a few names; else ``None`` (then the caller
+    builds each side file's name)."""
+    probes = ("a", "b.c", "\u00e9 x")
+    pairs = []
+    for probe in probes:
+        side = side_file(probe)
+        if side.count(probe) != 1:
+            return None
+        pre, _, suf = side.partition(probe)
+        pairs.append((pre, suf))
+    return pairs[0] if all(p == pairs[0] for p in pairs) else None
+
+
 def _identify_each(fd: int, entries: list[SourceEntry], prefix: str
                    ) -> tuple[list[SourceEntry], list[tuple[int, int | None]]]:
     """``LocalStore.identify_sources`` where the ``_native`` module was not built (or a path
@@ -430,20 +445,17 @@ class LocalStore(Store):
     def directory_holds_names(self, path: str, names: Sequence[str],
                               side_file: Callable[[str], str] | None = None) -> int | None:
         # One read of the directory in C (the kind of each child from its directory entry), the
-        # names looked up there: no stat per file.
-        if _native is None:
+        # names looked up there: no stat per file, and no side file's name built per file.
+        pattern = _affixes(side_file) if side_file is not None else (None, None)
+        if _native is None or pattern is None:
             return super().directory_holds_names(path, names, side_file)
-        wanted = names if isinstance(names, list) else list(names)
-        sides: list[str] = []
-        if side_file is not None:
-            given = set(wanted)
-            sides = [s for s in map(side_file, wanted) if s not in given]
         try:
             fd = _open_directory(self.beneath, local_path(path))
         except StoreError:
             return None
         try:
-            count = _native.holds_names(fd, wanted, sides)
+            count = _native.holds_names(fd, names if isinstance(names, list) else list(names),
+                                        *pattern)
         except (OSError, ValueError):
             return None
         finally:

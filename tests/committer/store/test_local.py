@@ -534,6 +534,14 @@ def test_directory_holds_names_without_a_stat_per_file(store: LocalStore,
     (d / "naïve").mkdir()  # a directory in place of a file
     assert store.directory_holds_names(str(d), ["a", "naïve"], _side) is None
     (d / "naïve").rmdir()
+    (d / "naïve").write_bytes(b"n")
+    (d / "A~").write_bytes(b"x")  # a side file named by another rule than prefix + name + suffix
+    assert store.directory_holds_names(str(d), ["a", "naïve"], lambda n: n.upper() + "~") is None
+    (d / _side("a")).unlink()
+    assert store.directory_holds_names(str(d), ["a", "naïve"], lambda n: n.upper() + "~") == 3
+    (d / "A~").unlink()
+    (d / "naïve").unlink()
+    (d / _side("a")).write_bytes(b"x")
     (tmp_path / "link").symlink_to(d)
     beneath = LocalStore(str(tmp_path))
     assert beneath.directory_holds_names(str(d), ["a"], _side) == 2
