@@ -51,6 +51,8 @@ LIMIT = 1 << 30
 #: sources per call on local disk (many task attempts at once): few enough that the first
 #: calls overlap the load of the next manifests, enough that each hands the GIL back rarely
 BATCH_FILES = 10_000
+#: sources waiting for a call at most (then the load stage waits for one to finish)
+PENDING_FILES = 8 * BATCH_FILES
 #: sources per record file
 RECORD_FILES = 50_000
 
@@ -79,9 +81,13 @@ class SourceIdentifier:
         self.ctx = ctx
         self.layout = ctx.layout
         self.by_stat = store.identifies_by_stat
-        # local disk: the stats run without the GIL, so one call per CPU at a time is enough
-        self.workers = (os.cpu_count() or 1) if self.by_stat else ctx.config.io_threads
-        self.in_flight = 2 * self.workers
+        cpus = os.cpu_count() or 1
+        # Local disk: the stats are CPU work (in C, without the GIL). While manifests load, one
+        # CPU is left to the load stage (a stat call running beside it on every CPU slowed the
+        # load more than it gained); once they are loaded, every CPU. Elsewhere each call
+        # waits on the store, as many at once as io threads.
+        self.workers = cpus if self.by_stat else ctx.config.io_threads
+        self.beside_load = max(1, cpus - 1) if self.by_stat else 2 * self.workers
         self.tasks_prefix = self.layout.tasks_dir.rstrip("/") + "/"
         self.problems: list[str] = []
         self.identified = 0
@@ -110,16 +116,30 @@ class SourceIdentifier:
             return
         self._pending.append((task, entries))
         self._pending_files += task.unidentified
-        if self._pending_files >= BATCH_FILES:
-            self._submit(self.tasks_prefix[:-1], self._pending)
-            self._pending, self._pending_files = [], 0
+        if self._pending_files < BATCH_FILES:
+            return
+        self._reap()
+        if len(self._futures) >= self.beside_load and self._pending_files < PENDING_FILES:
+            return  # the calls running are not done: this batch grows until one is
+        self._submit(self.tasks_prefix[:-1], self._pending)
+        self._pending, self._pending_files = [], 0
 
     def finish(self) -> None:
         if self._pending:
             # the last tasks, split over the CPUs: nothing else runs now
-            share = -(-len(self._pending) // self.workers)
-            for i in range(0, len(self._pending), share):
-                self._submit(self.tasks_prefix[:-1], self._pending[i : i + share])
+            share = -(-self._pending_files // self.workers)
+            piece: _Work = []
+            files = 0
+            for task, entries in self._pending:
+                piece.append((task, entries))
+                files += task.unidentified
+                if files >= share:
+                    self._futures.append(self.ctx.pool.submit(
+                        self._identify, self.tasks_prefix[:-1], piece))
+                    piece, files = [], 0
+            if piece:
+                self._futures.append(self.ctx.pool.submit(
+                    self._identify, self.tasks_prefix[:-1], piece))
             self._pending, self._pending_files = [], 0
         while self._futures:
             self._futures.popleft().result()
@@ -136,8 +156,15 @@ class SourceIdentifier:
     # -- the work ----------------------------------------------------------------------------
 
     def _submit(self, root: str, work: _Work) -> None:
+        """Start identifying ``work``; wait for the oldest call while more than
+        ``beside_load`` run."""
         self._futures.append(self.ctx.pool.submit(self._identify, root, work))
-        while len(self._futures) > self.in_flight:
+        while len(self._futures) > self.beside_load:
+            self._futures.popleft().result()
+
+    def _reap(self) -> None:
+        """Forget the calls that are done (raising a failure of one)."""
+        while self._futures and self._futures[0].done():
             self._futures.popleft().result()
 
     def _identify(self, root: str, work: _Work) -> None:
