@@ -94,7 +94,8 @@ test-crash-scale: setup
 # commit races, a driver killed mid-commit then resumed, the packaged jar's selection.
 SPARK35_TESTS := tests/spark/test_writes.py tests/spark/test_engine.py \
 	tests/spark/test_overwrite_safety.py tests/spark/test_failures.py \
-	tests/spark/test_task_commit.py tests/spark/test_driver_crash.py tests/spark/test_build.py
+	tests/spark/test_task_commit.py tests/spark/test_driver_crash.py tests/spark/test_build.py \
+	tests/spark/test_task_etags.py
 test-spark35: setup-spark35
 	$(PYTHON35) -m pytest -q $(SPARK35_TESTS)
 

@@ -15,7 +15,7 @@
         replaced/x/<hash of path>                               ... from outside dest
         displaced/d/<path below dest>                           files last-writer-wins displaced
         moved/<hash of path>.json                               records of moves outside dest
-        identities/<taskAttemptId>.json                         source identities job commit
+        identities/sources-<n>.json                             source identities job commit
                                                                 recorded where a manifest has none
         _SUCCESS.tmp, _SUCCESS.previous, _history.tmp           the marker's and record's saves
 
@@ -52,6 +52,7 @@ REPLACED_DIR = "replaced"
 DISPLACED_DIR = "displaced"
 MOVE_RECORDS_DIR = "moved"
 IDENTITIES_DIR = "identities"
+IDENTITIES_PREFIX = "sources-"
 UNDER_DEST = "d"  # below replaced/ and displaced/: data that lived under the destination
 ELSEWHERE = "x"  # ... and data that lived outside it (custom partition locations)
 #: the committer's own directory in the destination (lock, history); never moved aside
@@ -241,11 +242,11 @@ class JobLayout:
     def identities_dir(self) -> str:
         return join(self.attempt_dir, IDENTITIES_DIR)
 
-    def identities_path(self, task_attempt_id: str) -> str:
-        """Where job commit records the identities of a task attempt's source files that its
-        manifest gives none for (``durability/identities.py``)."""
-        return join(self.identities_dir,
-                    check_id("task attempt id", task_attempt_id) + RECORD_SUFFIX)
+    def identities_path(self, n: int) -> str:
+        """The ``n``-th file in which job commit records the identities of source files that
+        their manifests give none for (``durability/identities.py``); an older version wrote
+        one per task attempt, named by its id (still read: every file there is)."""
+        return join(self.identities_dir, f"{IDENTITIES_PREFIX}{n:05d}{RECORD_SUFFIX}")
 
     def aside_root(self, kind: str) -> str:
         """Where data from under dest goes when moved aside: ``kind`` is ``REPLACED_DIR`` or

@@ -34,6 +34,10 @@ COMMITTER_TASKS_COMPLETED = "committer_tasks_completed"
 # but were renamed file by file after all (their listing differed, or the destination appeared)
 COMMITTER_FILES_IN_MOVED_DIRECTORIES = "committer_files_in_moved_directories"
 COMMITTER_DIRECTORY_MOVE_FALLBACKS = "committer_directory_move_fallbacks"
+# sources job commit identified itself before planning (manifest entries without "e"); the
+# store operations that took are counted too: op_get_file_status per file on local disk,
+# op_list_status per task attempt directory elsewhere
+COMMITTER_SOURCES_IDENTIFIED = "committer_sources_identified"
 RENAME_RECOVERED = "commit_file_rename_recovered"
 STORE_IO_RATE_LIMITED = "store_io_rate_limited"
 STORE_IO_RETRY = "store_io_retry"

@@ -156,7 +156,8 @@ class JobCommitter:
 
     def _load(self, ctx: StageContext, txn: CommitTransaction) -> JobPlan:
         plan = load_manifests(ctx, committed_tasks=txn.tasks_to_load(),
-                              extra_destination_roots=txn.extra_roots)
+                              extra_destination_roots=txn.extra_roots,
+                              sink=txn.entry_sink(ctx))
         self.store.stats.incr(st.COMMITTER_TASKS_COMPLETED, len(plan.tasks))
         return plan
 

@@ -12,7 +12,7 @@ Paths are *locations*: absolute OS paths on local disk, ``scheme://...`` URLs el
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -33,6 +33,32 @@ class FileStatus:
 
 #: prefixes of identities that are content checksums rather than etags (see ``Store.identity``)
 CHECKSUM_PREFIXES = ("md5:", "crc32c:")
+
+#: (source, destination, size, identity): a file of a job's plan, as ``identify_sources`` takes it
+SourceEntry = tuple[str, str, int, str | None]
+
+
+def identified_by_listing(store: Store, root: str, listing: Iterable[FileStatus],
+                          entries: Sequence[SourceEntry]
+                          ) -> tuple[list[SourceEntry], list[tuple[int, int | None]]]:
+    """``Store.identify_sources`` from a listing of every file below ``root``."""
+    prefix = root.rstrip("/") + "/"
+    cut = len(prefix)
+    found = {f.path[cut:]: f for f in listing if not f.is_dir and f.path.startswith(prefix)}
+    out: list[SourceEntry] = []
+    mismatches: list[tuple[int, int | None]] = []
+    for i, entry in enumerate(entries):
+        src, dst, size, ident = entry
+        if ident is not None:
+            out.append(entry)
+            continue
+        f = found.get(src[cut:]) if src.startswith(prefix) else None
+        if f is None or f.size != size:
+            mismatches.append((i, None if f is None else f.size))
+            out.append(entry)
+            continue
+        out.append((src, dst, size, store.identity(f)))
+    return out, mismatches
 
 
 class Store(ABC):
@@ -172,6 +198,29 @@ class Store(ABC):
         if not extra <= sides or any(found[name].is_dir for name in extra):
             return None
         return len(found)
+
+    #: True when ``identify_sources`` costs one stat per source however the sources are
+    #: grouped (local disk): job commit then hands it many task attempts at once, under their
+    #: common directory. Elsewhere it is one listing of its root, made per task attempt.
+    identifies_by_stat: bool = False
+
+    def identify_sources(self, root: str, entries: Sequence[SourceEntry]
+                         ) -> tuple[list[SourceEntry], list[tuple[int, int | None]]]:
+        """``entries`` (source below ``root``, destination, size, identity), each that has no
+        identity given the one its source has now (``identity``), and the mismatches:
+        ``(index, size found)`` for each source that is not a file of its entry's size (the size
+        ``None``: missing, or not a regular file). A file the store reports no identity for
+        keeps ``None`` and is no mismatch. Entries with an identity are not examined.
+        Default: one walk of ``root`` (``walk_files``: one paged listing on object stores)."""
+        return identified_by_listing(self, root, self.walk_files(root), entries)
+
+    def directory_holds_names(self, path: str, names: Sequence[str],
+                              side_file: Callable[[str], str] | None = None) -> int | None:
+        """``directory_holds`` for files whose sizes the caller has proven already: how many
+        children ``path`` has when they are exactly the files ``names`` and, beside any of
+        them, at most its ``side_file``; ``None`` otherwise. One listing, no stat per file
+        where the store can tell a file's kind from the listing."""
+        return self.directory_holds(path, dict.fromkeys(names), side_file)
 
     def identity(self, status: FileStatus) -> str | None:
         """What a task should record (the manifest's ``e`` field) so that job commit can later

@@ -18,6 +18,7 @@ import random
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from operator import itemgetter
 from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
 from tenacity import (
@@ -37,13 +38,14 @@ from committer.errors import (
     TransientStoreError,
 )
 from committer.statistics import Tally
-from committer.store.base import FileStatus, Store
+from committer.store.base import FileStatus, SourceEntry, Store, identified_by_listing
 from committer.store.rate_limit import RateLimiter
 
 if TYPE_CHECKING:
     from committer.store.fanout import FanOut
 
 T = TypeVar("T")
+_IDENTITY = itemgetter(3)
 
 
 def _parent(path: str) -> str:
@@ -215,6 +217,41 @@ class ManagedStore:
         """``Store.directory_holds``: counted as one listing."""
         return self.call(st.OP_LIST_STATUS,
                          lambda: self.backend.directory_holds(path, files, side_file))
+
+    def directory_holds_names(self, path: str, names: Sequence[str],
+                              side_file: Callable[[str], str] | None = None) -> int | None:
+        """``Store.directory_holds_names``: counted as one listing."""
+        return self.call(st.OP_LIST_STATUS,
+                         lambda: self.backend.directory_holds_names(path, names, side_file))
+
+    @property
+    def identifies_by_stat(self) -> bool:
+        return self.backend.identifies_by_stat
+
+    def identify_sources(self, root: str, entries: Sequence[SourceEntry]
+                         ) -> tuple[list[SourceEntry], list[tuple[int, int | None]]]:
+        """``Store.identify_sources``. Where that is a stat per source (local disk) it counts
+        as that many ``op_get_file_status``; elsewhere it is this store's ``walk_files`` of
+        ``root`` (counted and retried as a walk: one ``op_list_status``), matched to the
+        entries."""
+        if not self.backend.identifies_by_stat:
+            try:
+                listing = list(self.walk_files(root))
+            except PathNotFoundError:
+                listing = []  # every source is then missing
+            return identified_by_listing(self.backend, root, listing, entries)
+        self._pace()
+        t0 = time.perf_counter()
+        try:
+            out = self.backend.identify_sources(root, entries)
+        except StoreError:
+            self.stats.timed(st.OP_GET_FILE_STATUS, time.perf_counter() - t0, failed=True)
+            raise
+        tally = Tally()
+        tally.timed_many(st.OP_GET_FILE_STATUS, list(map(_IDENTITY, entries)).count(None),
+                         time.perf_counter() - t0)
+        self.stats.merge(tally)
+        return out
 
     def walk_files(self, root: str) -> Iterator[FileStatus]:
         if self.backend.flat_walk:

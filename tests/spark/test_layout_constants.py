@@ -75,7 +75,9 @@ def python_side() -> dict[str, str | int]:
 
 
 # Constants that are the shim's own business, with no Python counterpart.
-NOT_SHARED = {"ManifestCommitProtocol.serialVersionUID"}
+NOT_SHARED = {"ManifestCommitProtocol.serialVersionUID",
+              # Hadoop's name of a filesystem capability, asked of the filesystem
+              "TaskManifestWriter.ETAGS_PRESERVED_IN_RENAME"}
 
 
 @pytest.mark.skipif(build.find_javac() is None, reason="needs a JDK")

@@ -1,9 +1,10 @@
 """The journal around the stages of a commit: the hooks ``JobCommitter.commit`` calls.
 
     open()           journal loaded (resume) or started; lock taken; a recorded job replayed
-    plan()           manifests identified, sources their manifests give no identity for
-                     identified (durability/identities.py), replaced partitions and new
-                     directories noted: journal 'planned', before the first rename or delete
+    entry_sink()     sources their manifests give no identity for identified while the
+                     manifests load (durability/identities.py)
+    plan()           manifests identified, replaced partitions and new directories noted:
+                     journal 'planned', before the first rename or delete
     move_partitions_aside()   dynamic overwrite: replaced partitions renamed into the job dir
     renaming() / renamed()    journal state around the rename stage (nothing per file)
     save_success()   old _SUCCESS moved aside, new one written, history recorded
@@ -26,7 +27,11 @@ import orjson
 from committer.config import CommitterConfig
 from committer.errors import JobConflictError, StoreError
 from committer.job.durability import history, move_aside
-from committer.job.durability.identities import apply_recorded_identities, record_identities
+from committer.job.durability.identities import (
+    SourceIdentifier,
+    apply_recorded_identities,
+    raise_problems,
+)
 from committer.job.durability.journal import (
     advance,
     load_journal,
@@ -110,6 +115,7 @@ class CommitTransaction:
         self.dynamic = dynamic
         self.journal: Journal | None = None
         self.lock: DestinationLock | None = None
+        self.identifier: SourceIdentifier | None = None
 
     @property
     def state(self) -> State:
@@ -204,6 +210,15 @@ class CommitTransaction:
 
     # -- planning --------------------------------------------------------------------------
 
+    def entry_sink(self, ctx: StageContext) -> SourceIdentifier | None:
+        """What the load stage hands its entries to: on a first commit, the identification of
+        sources their manifests give no identity for, while the next manifests load; once
+        planned, nothing (the identities recorded then are applied by :meth:`plan`)."""
+        if self._journal().state >= State.PLANNED:
+            return None
+        self.identifier = SourceIdentifier(self.store, self.meta, ctx)
+        return self.identifier
+
     def plan(self, plan: JobPlan, ctx: StageContext) -> None:
         """Record the plan before anything moves, or check that it is still the same one."""
         j = self._journal()
@@ -226,9 +241,11 @@ class CommitTransaction:
                                        f"{j.job_id} was loading it")
             refs.append(ManifestRef(task.task_id, task.task_attempt_id, task.manifest_path,
                                     ident[0], ident[1]))
-        # Entries without identity get the one their source has now, recorded before the
-        # journal says 'planned', so resume and rollback can prove which renames happened.
-        record_identities(self.meta, ctx, plan)
+        # Entries without identity got the one their source has now (while loading), recorded
+        # before the journal says 'planned', so resume and rollback can prove which renames
+        # happened; a source missing or of another size stops the commit here.
+        assert self.identifier is not None, "load the plan through entry_sink() first"
+        raise_problems(self.identifier)
         moved = j.moved_aside
         if j.mode == MODE_DYNAMIC:
             moved += tuple(MovedAside(p, self.layout.aside_location(p))

@@ -28,7 +28,7 @@ from committer.job.stages.manifest_checks import (
     check_entries,
     header_problems,
 )
-from committer.job.stages.plan import JobPlan, RenameEntry, RenamePlan, TaskSummary
+from committer.job.stages.plan import EntrySink, JobPlan, RenameEntry, RenamePlan, TaskSummary
 from committer.layout import JobLayout, basename, manifest_task_id
 from committer.parallel import prefetched
 from committer.store.managed import ManagedStore
@@ -146,9 +146,11 @@ def load_manifests(
     committed_tasks: Mapping[str, str] | None = None,
     extra_destination_roots: Sequence[str] = (),
     memory_entries: int = 200_000,
+    sink: EntrySink | None = None,
 ) -> JobPlan:
     """The plan of every manifest to commit (all present, or those of ``committed_tasks``);
-    ``UntrustedManifestError`` listing every problem found, before anything moves."""
+    ``UntrustedManifestError`` listing every problem found, before anything moves. With
+    ``sink``, each manifest's checked entries go to it, which adds them to the plan."""
     store, layout, config = ctx.store, ctx.layout, ctx.config
     found = list_manifests(store, layout)
     problems: list[str] = []
@@ -193,12 +195,23 @@ def load_manifests(
             plan.note_owner(loaded.summary.task_id, parents)
         else:
             duplicates.note(loaded.entries, plan.partitions)
-        plan.renames.add(loaded.summary.task_id, loaded.entries)
+        if sink is not None:
+            sink.take(plan, loaded.summary, loaded.entries)
+        else:
+            plan.renames.add(loaded.summary.task_id, loaded.entries)
         ctx.notify(STAGE, done, total)
 
     window = load_window(ctx)
-    for _item, loaded in loaded_manifests(ctx.pool, work, loader, window):
-        merge(loaded)
+    try:
+        for _item, loaded in loaded_manifests(ctx.pool, work, loader, window):
+            merge(loaded)
+        if sink is not None:
+            sink.finish()
+    except BaseException:
+        if sink is not None:
+            sink.abandon()
+        plan.renames.close()
+        raise
     duplicates.release()
     problems.extend(duplicates.confirm(
         (chunk.task_id, entry[1]) for chunk in plan.renames for entry in chunk.entries))

@@ -19,7 +19,13 @@ the task directory (it is not the task's committed output), and a file that vani
 commit, as its per-file rename would have.
 
 The checks are one stat per file and one count per directory (in C on local disk): a Python
-listing of each directory cost more than the per-file renames it saves.
+listing of each directory cost more than the per-file renames it saves. Where the commit
+already made that stat while planning (the sources of a manifest without identities are
+identified by it, ``durability/identities.py``: ``JobPlan.checked_sources``), the check is one
+read of the directory's names instead, so each file is still stat'ed once. Between that stat
+and the move a file could be swapped for another of the same name and a different size; a
+writer able to do that could as well rewrite a file's bytes in place, which no check here or
+in the per-file renames sees either.
 """
 
 from __future__ import annotations
@@ -120,13 +126,17 @@ def _expected(move: DirectoryMove, entries: list[RenameEntry]) -> dict[str, int 
     return out if len(out) == len(names) else None  # a name twice: not a mirror
 
 
-def _holds_exactly(store: ManagedStore, directory: str, expected: Mapping[str, int | None]
-                   ) -> int | None:
+def _holds_exactly(store: ManagedStore, directory: str, expected: Mapping[str, int | None],
+                   sized: bool) -> int | None:
     """How many children ``directory`` has, when they are exactly the expected files with the
     expected sizes and, beside any of them, its checksum side file (Hadoop's local filesystem
     leaves one per file a Spark task writes; it moves with its file, as FileOutputCommitter
-    moves it, and nothing lists it). ``None``: anything else."""
+    moves it, and nothing lists it). ``None``: anything else. ``sized``: each expected file
+    was found a regular file of its size while the commit was planned (the stat that
+    identified it), so one listing of the names proves the rest."""
     try:
+        if sized:
+            return store.directory_holds_names(directory, list(expected), checksum_side_file)
         return store.directory_holds(directory, expected, checksum_side_file)
     except StoreError:
         return None
@@ -163,14 +173,17 @@ def _after_move(store: ManagedStore, move: DirectoryMove, mine: list[RenameEntry
 
 
 def move_task_directories(store: ManagedStore, moves: Sequence[DirectoryMove],
-                          entries: list[RenameEntry]) -> dict[str, int]:
+                          entries: list[RenameEntry], *, sized: bool = False) -> dict[str, int]:
     """Move each of ``moves`` (directories of one task) whole when it holds exactly its
     entries of ``entries`` (all of that task's renames); returns the destinations moved, with
-    how many of the entries each held. The others are left to per-file renames."""
+    how many of the entries each held. The others are left to per-file renames. ``sized``:
+    every source of the task was found a regular file of its size while the commit was
+    planned (``JobPlan.checked_sources``)."""
     moved: dict[str, int] = {}
     tally = Tally()
     for move, mine, expected in _mirrored(moves, entries):
-        children = None if expected is None else _holds_exactly(store, move.source, expected)
+        children = None if expected is None else _holds_exactly(store, move.source, expected,
+                                                                sized)
         if children is None:
             tally.incr(st.COMMITTER_DIRECTORY_MOVE_FALLBACKS)
             continue

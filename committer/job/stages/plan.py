@@ -16,6 +16,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from operator import itemgetter
+from typing import Protocol
 
 # (source location, destination location, size, etag)
 RenameEntry = tuple[str, str, int, str | None]
@@ -130,6 +131,10 @@ class JobPlan:
     # (the directory fast path): the one task's id, until a second task writes there too.
     directory_owner: dict[str, str] = field(default_factory=dict)
     shared_directories: set[str] = field(default_factory=set)
+    # Tasks each of whose sources this commit found, while planning, to be a regular file of
+    # its manifest's size (the stat that identified it): the directory fast path's proof of
+    # their directories then needs no stat per file of its own.
+    checked_sources: set[str] = field(default_factory=set)
 
     def note_owner(self, task_id: str, parents: set[str]) -> None:
         """``task_id`` writes files into each of ``parents``. Set operations only: in the
@@ -153,3 +158,19 @@ class JobPlan:
     @property
     def bytes(self) -> int:
         return self.renames.bytes
+
+
+class EntrySink(Protocol):
+    """What the load stage hands each checked manifest's entries to, where it does not add them
+    to the plan itself (``durability/identities.py``: sources identified while the remaining
+    manifests load). The sink adds them to ``plan.renames`` (all of a task's at once), then or
+    later, from any thread."""
+
+    def take(self, plan: JobPlan, task: TaskSummary, entries: list[RenameEntry]) -> None:
+        """``task``'s entries, for ``plan``."""
+
+    def finish(self) -> None:
+        """Returns once every entry taken is in its plan."""
+
+    def abandon(self) -> None:
+        """The load failed: returns once no work of the sink is running."""

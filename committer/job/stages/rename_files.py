@@ -134,7 +134,8 @@ def rename_files(ctx: StageContext, plan: JobPlan,
     if moves_of:
         def move_whole(chunk: Chunk) -> int:
             moves = moves_of[chunk.task_id]
-            mine = move_task_directories(store, moves, chunk.entries)
+            mine = move_task_directories(store, moves, chunk.entries,
+                                         sized=chunk.task_id in plan.checked_sources)
             moved.update(mine)
             if sum(mine.values()) != len(chunk.entries):
                 return 0

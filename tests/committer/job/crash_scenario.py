@@ -27,7 +27,7 @@ import orjson
 
 from committer import CommitterConfig, JobCommitter
 from committer.store import ManagedStore
-from committer.store.base import FileStatus, Store
+from committer.store.base import FileStatus, SourceEntry, Store
 from committer.store.local import LocalStore
 from tests.committer.helpers import fast_config, new_job, task_attempt, tree
 
@@ -61,6 +61,7 @@ class CountingStore(Store):
         self.supports_etags = inner.supports_etags
         self.rename_keeps_etag = inner.rename_keeps_etag
         self.renames_directories = inner.renames_directories
+        self.identifies_by_stat = inner.identifies_by_stat
         self.ops = 0
         self._lock = threading.Lock()
         self._before = before_op
@@ -111,6 +112,10 @@ class CountingStore(Store):
 
     def write_bytes(self, path: str, data: bytes, *, exclusive: bool = False) -> None:
         self._op(lambda: self.inner.write_bytes(path, data, exclusive=exclusive))
+
+    def identify_sources(self, root: str, entries: Sequence[SourceEntry]
+                         ) -> tuple[list[SourceEntry], list[tuple[int, int | None]]]:
+        return self._op(lambda: self.inner.identify_sources(root, entries))
 
     def identity(self, status: FileStatus) -> str | None:
         return self.inner.identity(status)

@@ -15,7 +15,12 @@ import pytest
 
 from committer import JobCommitter, task_ids
 from committer import statistics as st
-from committer.errors import CommitFailedError, PathExistsError, PathNotFoundError
+from committer.errors import (
+    CommitFailedError,
+    PathExistsError,
+    PathNotFoundError,
+    UntrustedManifestError,
+)
 from committer.job import resume, rollback
 from committer.job.durability.journal import load_journal
 from committer.job.stages import move_directories
@@ -27,14 +32,18 @@ from tests.committer.helpers import (
     JOB_ID,
     fast_config,
     new_job,
+    strip_identities,
     task_attempt,
     tree,
     visible_files,
 )
 
 
-def _job(dest: Path, tasks: dict[int, dict[str, bytes]], **config: object
+def _job(dest: Path, tasks: dict[int, dict[str, bytes]], etags: bool = True, **config: object
          ) -> tuple[JobCommitter, dict[str, str]]:
+    """The committed tasks of a job; with ``etags`` false, their manifests give no file an
+    identity (as Hadoop's task committer writes them), so job commit identifies the sources
+    itself, and that stat is the directory's proof."""
     cfg = fast_config(**config)
     new_job(dest, config=cfg)
     committed = {}
@@ -42,7 +51,15 @@ def _job(dest: Path, tasks: dict[int, dict[str, bytes]], **config: object
         ta = task_attempt(dest, t, 0, files, config=cfg)
         ta.commit()
         committed[ta.task_id] = ta.task_attempt_id
+    if not etags:
+        strip_identities(JobLayout(str(dest), JOB_ID).manifests_dir)
     return JobCommitter(str(dest), JOB_ID, config=cfg), committed
+
+
+@pytest.fixture(params=[True, False], ids=["etags", "no-etags"])
+def etags(request: pytest.FixtureRequest) -> bool:
+    """Manifests with identities, and without (the proof then rests on planning's stat)."""
+    return bool(request.param)
 
 
 def _all_files(tasks: dict[int, dict[str, bytes]]) -> dict[str, bytes]:
@@ -57,9 +74,9 @@ OWN = {t: {f"p={t}/part-{t}-{k}.csv": f"{t}:{k}".encode() * (k + 1) for k in ran
        for t in range(4)}
 
 
-def test_one_new_partition_per_task_moves_each_whole(tmp_path: Path) -> None:
+def test_one_new_partition_per_task_moves_each_whole(tmp_path: Path, etags: bool) -> None:
     dest = tmp_path / "dest"
-    job, committed = _job(dest, OWN)
+    job, committed = _job(dest, OWN, etags)
     summary = job.commit(committed)
     assert visible_files(dest) == _all_files(OWN)
     c = summary.iostatistics.counters
@@ -103,9 +120,9 @@ def test_the_fast_path_can_be_turned_off(tmp_path: Path) -> None:
     assert summary.iostatistics.counters[st.OP_RENAME] == 12
 
 
-def test_a_stray_file_in_the_task_directory_is_not_committed(tmp_path: Path) -> None:
+def test_a_stray_file_in_the_task_directory_is_not_committed(tmp_path: Path, etags: bool) -> None:
     dest = tmp_path / "dest"
-    job, committed = _job(dest, OWN)
+    job, committed = _job(dest, OWN, etags)
     (_attempt_dir(dest, 1) / "p=1" / "stray.csv").write_bytes(b"not in the manifest")
     summary = job.commit(committed)
     assert visible_files(dest) == _all_files(OWN)  # no stray.csv
@@ -126,9 +143,9 @@ def test_a_file_of_another_size_than_the_manifest_says_falls_back(tmp_path: Path
     assert c[st.COMMITTER_DIRECTORY_MOVE_FALLBACKS] == 1
 
 
-def test_a_subdirectory_the_manifest_does_not_list_falls_back(tmp_path: Path) -> None:
+def test_a_subdirectory_the_manifest_does_not_list_falls_back(tmp_path: Path, etags: bool) -> None:
     dest = tmp_path / "dest"
-    job, committed = _job(dest, OWN)
+    job, committed = _job(dest, OWN, etags)
     (_attempt_dir(dest, 0) / "p=0" / "empty").mkdir()
     summary = job.commit(committed)
     assert visible_files(dest) == _all_files(OWN)
@@ -175,9 +192,9 @@ def _with_checksum_files(dest: Path, tasks: dict[int, dict[str, bytes]]) -> None
             (_attempt_dir(dest, t) / d / f".{name}.crc").write_bytes(b"crc of " + name.encode())
 
 
-def test_checksum_side_files_move_with_their_directory(tmp_path: Path) -> None:
+def test_checksum_side_files_move_with_their_directory(tmp_path: Path, etags: bool) -> None:
     dest = tmp_path / "dest"
-    job, committed = _job(dest, OWN)
+    job, committed = _job(dest, OWN, etags)
     _with_checksum_files(dest, OWN)
     summary = job.commit(committed)
     assert visible_files(dest) == _all_files(OWN)
@@ -188,9 +205,9 @@ def test_checksum_side_files_move_with_their_directory(tmp_path: Path) -> None:
         [n for rel in OWN[1] for n in (rel[4:], f".{rel[4:]}.crc")])
 
 
-def test_a_checksum_file_of_no_listed_file_falls_back(tmp_path: Path) -> None:
+def test_a_checksum_file_of_no_listed_file_falls_back(tmp_path: Path, etags: bool) -> None:
     dest = tmp_path / "dest"
-    job, committed = _job(dest, OWN)
+    job, committed = _job(dest, OWN, etags)
     _with_checksum_files(dest, OWN)
     (_attempt_dir(dest, 3) / "p=3" / ".unlisted.csv.crc").write_bytes(b"stray")
     summary = job.commit(committed)
@@ -215,19 +232,20 @@ class _Racing(LocalStore):
         super().rename_dir(src, dst)
 
 
-def _commit_with(dest: Path, backend: LocalStore, tasks: dict[int, dict[str, bytes]]
-                 ) -> JobCommitter:
+def _commit_with(dest: Path, backend: LocalStore, tasks: dict[int, dict[str, bytes]],
+                 etags: bool = True) -> JobCommitter:
     cfg = fast_config()
-    job, committed = _job(dest, tasks)
+    job, committed = _job(dest, tasks, etags)
     job = JobCommitter(str(dest), JOB_ID, config=cfg,
                        store=open_store(str(dest), cfg, backend=backend))
     job.commit(committed)
     return job
 
 
-def test_a_destination_that_appears_before_the_move_is_not_replaced(tmp_path: Path) -> None:
+def test_a_destination_that_appears_before_the_move_is_not_replaced(
+        tmp_path: Path, etags: bool) -> None:
     dest = tmp_path / "dest"
-    job = _commit_with(dest, _Racing("destination"), OWN)
+    job = _commit_with(dest, _Racing("destination"), OWN, etags)
     assert visible_files(dest) == _all_files(OWN)
     c = job.store.stats.snapshot().counters
     assert c.get(st.OP_RENAME_DIRECTORY, 0) == 0 and c["op_rename_directory.failures"] == 4
@@ -235,9 +253,10 @@ def test_a_destination_that_appears_before_the_move_is_not_replaced(tmp_path: Pa
     assert c[st.OP_RENAME] == 12 + 1  # and _SUCCESS's write-then-rename
 
 
-def test_a_file_arriving_during_the_move_goes_back_not_into_the_table(tmp_path: Path) -> None:
+def test_a_file_arriving_during_the_move_goes_back_not_into_the_table(
+        tmp_path: Path, etags: bool) -> None:
     dest = tmp_path / "dest"
-    job = _commit_with(dest, _Racing("late-file"), OWN)
+    job = _commit_with(dest, _Racing("late-file"), OWN, etags)
     assert visible_files(dest) == _all_files(OWN)
     assert job.store.stats.snapshot().counters[st.OP_RENAME_DIRECTORY] == 4
 
@@ -251,10 +270,11 @@ class _Vanishing(LocalStore):
         super().rename_dir(src, dst)
 
 
-def test_a_file_vanishing_after_the_proof_fails_the_commit_naming_it(tmp_path: Path) -> None:
+def test_a_file_vanishing_after_the_proof_fails_the_commit_naming_it(
+        tmp_path: Path, etags: bool) -> None:
     dest = tmp_path / "dest"
     with pytest.raises(CommitFailedError, match=r"part-2-1\.csv vanished"):
-        _commit_with(dest, _Vanishing(), OWN)
+        _commit_with(dest, _Vanishing(), OWN, etags)
     # rolled back (as Spark's abortJob does): the rollback names the file it cannot restore;
     # nothing of the job stays visible, and every file that was not deleted is back in its
     # task's directory
@@ -297,9 +317,9 @@ class _FailAfterMoves(LocalStore):
 MIXED = {**OWN, 9: {"shared/z.csv": b"z"}, 8: {"shared/w.csv": b"w"}}
 
 
-def _failed_commit(dest: Path) -> JobCommitter:
+def _failed_commit(dest: Path, etags: bool = True) -> JobCommitter:
     cfg = fast_config(io_threads=1, abort_rollback=False)
-    job, committed = _job(dest, MIXED, io_threads=1)
+    job, committed = _job(dest, MIXED, etags, io_threads=1)
     job = JobCommitter(str(dest), JOB_ID, config=cfg,
                        store=open_store(str(dest), cfg, backend=_FailAfterMoves()))
     with pytest.raises(CommitFailedError):
@@ -307,11 +327,11 @@ def _failed_commit(dest: Path) -> JobCommitter:
     return job
 
 
-def test_rollback_moves_directories_back_whole(tmp_path: Path) -> None:
+def test_rollback_moves_directories_back_whole(tmp_path: Path, etags: bool) -> None:
     dest = tmp_path / "dest"
     dest.mkdir()
     (dest / "keep.csv").write_bytes(b"keep")
-    job = _failed_commit(dest)
+    job = _failed_commit(dest, etags)
     journal = load_journal(job.store, job.layout)
     assert journal is not None and journal.state == State.RENAMING
     assert sorted(m.dest.rpartition("/")[2] for m in journal.directory_moves) == \
@@ -343,9 +363,9 @@ def test_rollback_moves_checksum_side_files_back_with_their_directory(tmp_path: 
         [n for rel in OWN[0] for n in (rel[4:], f".{rel[4:]}.crc")])
 
 
-def test_resume_after_directory_moves_completes_the_commit(tmp_path: Path) -> None:
+def test_resume_after_directory_moves_completes_the_commit(tmp_path: Path, etags: bool) -> None:
     dest = tmp_path / "dest"
-    _failed_commit(dest)
+    _failed_commit(dest, etags)
     resume(str(dest), JOB_ID, config=fast_config())
     assert visible_files(dest) == _all_files(MIXED)
     assert not (dest / "_temporary").exists()
@@ -368,3 +388,46 @@ def test_dynamic_overwrite_moves_a_replaced_partition_whole(tmp_path: Path) -> N
     summary = job.commit(committed)
     assert visible_files(dest) == {**_all_files(OWN), "p=9/untouched.csv": b"untouched"}
     assert summary.iostatistics.counters[st.OP_RENAME_DIRECTORY] == 4
+
+
+def test_each_file_is_stat_ed_once(tmp_path: Path, etags: bool,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """With identities in the manifests the move's proof stats each file; without, the stat
+    that identified each source while planning is the proof's, and the move only reads the
+    directory's names."""
+    dest = tmp_path / "dest"
+    job, committed = _job(dest, OWN, etags)
+    _with_checksum_files(dest, OWN)
+    proofs: list[str] = []
+    for method in ("directory_holds", "directory_holds_names"):
+        def spy(self: LocalStore, path: str, *args: object, _name: str = method,
+                _real: object = getattr(LocalStore, method)) -> object:
+            proofs.append(_name)
+            return _real(self, path, *args)  # type: ignore[operator]
+
+        monkeypatch.setattr(LocalStore, method, spy)
+    summary = job.commit(committed)
+    assert visible_files(dest) == _all_files(OWN)
+    c = summary.iostatistics.counters
+    assert c[st.OP_RENAME_DIRECTORY] == 4 and c.get(st.COMMITTER_DIRECTORY_MOVE_FALLBACKS, 0) == 0
+    if etags:
+        assert proofs == ["directory_holds"] * 4
+        assert c.get(st.COMMITTER_SOURCES_IDENTIFIED, 0) == 0
+    else:
+        assert proofs == ["directory_holds_names"] * 4
+        assert c[st.COMMITTER_SOURCES_IDENTIFIED] == 12
+        assert c[st.OP_GET_FILE_STATUS] >= 12
+
+
+def test_without_etags_a_source_of_another_size_stops_the_commit_before_anything_moves(
+        tmp_path: Path) -> None:
+    """Where the manifests give no identities the sources are all stat'ed while planning, and
+    one of another size than its manifest says is refused then (with identities the directory
+    falls back to per-file renames instead)."""
+    dest = tmp_path / "dest"
+    job, committed = _job(dest, OWN, etags=False)
+    victim = _attempt_dir(dest, 2) / "p=2" / "part-2-0.csv"
+    victim.write_bytes(b"rewritten after task commit, longer")
+    with pytest.raises(UntrustedManifestError, match=r"part-2-0\.csv is 35 bytes"):
+        job.commit(committed)
+    assert visible_files(dest) == {}

@@ -26,6 +26,7 @@ from committer.store import open_store
 from committer.store.base import Store
 from committer.store.faults import FaultInjectingStore, FaultPlan
 from committer.store.local import LocalStore
+from committer.task.attempt import task_ids
 from manifest_schema.identities import SourceIdentities
 from tests.committer.helpers import (
     JOB_ID,
@@ -133,18 +134,16 @@ def test_interrupted_commit_without_etags_rolls_back_exactly(dest: Path, renames
 def test_identities_are_recorded_before_the_plan(dest: Path) -> None:
     committed = _interrupted(dest, 0, cleanup_skipped=True)
     layout = JobLayout(str(dest), JOB_ID)
-    recorded = {}
-    for attempt in committed.values():
-        path = layout.identities_path(attempt)
-        record = SourceIdentities.loads(Path(path).read_bytes(), path)
-        assert record.job_id == JOB_ID and record.task_attempt_id == attempt
-        recorded.update(record.files)
-    assert sorted(recorded) == sorted(rel for files in TASKS.values() for rel in files)
-    for attempt in committed.values():
-        for rel, (size, ident) in SourceIdentities.loads(
-                Path(layout.identities_path(attempt)).read_bytes(), "x").files.items():
-            status = LocalStore().stat(f"{layout.task_attempt_dir(attempt)}/{rel}")
-            assert (status.size, status.etag) == (size, ident)
+    files = sorted(Path(layout.identities_dir).iterdir())
+    assert [f.name for f in files] == [Path(layout.identities_path(0)).name]  # one file for all
+    record = SourceIdentities.loads(files[0].read_bytes(), str(files[0]))
+    assert record.job_id == JOB_ID
+    recorded = record.files
+    assert sorted(recorded) == sorted(f"{committed[task_ids(JOB_ID, t, 0)[0]]}/{rel}"
+                                      for t, files in TASKS.items() for rel in files)
+    for path, (size, ident) in recorded.items():
+        status = LocalStore().stat(f"{layout.tasks_dir}/{path}")
+        assert (status.size, status.etag) == (size, ident)
 
 
 def test_manifests_with_etags_record_nothing(dest: Path) -> None:
@@ -262,3 +261,99 @@ def test_a_source_missing_or_resized_before_the_plan_moves_nothing(dest: Path,
                for k in changed), changed
     assert not Path(layout.journal).exists()  # nothing to resume or roll back
 
+
+
+@pytest.mark.parametrize("renames", [1, 6])
+def test_identities_in_several_files_and_calls_resume_and_roll_back_exactly(
+        tmp_path: Path, dest: Path, monkeypatch: pytest.MonkeyPatch, renames: int) -> None:
+    """Sources identified a few at a time while the manifests load, recorded a few per file:
+    every record is found again."""
+    from committer.job.durability import identities
+
+    monkeypatch.setattr(identities, "BATCH_FILES", 2)
+    monkeypatch.setattr(identities, "RECORD_FILES", 3)
+    want = _expected(tmp_path)
+    _interrupted(dest, renames, cleanup_skipped=True)
+    layout = JobLayout(str(dest), JOB_ID)
+    records = sorted(Path(layout.identities_dir).iterdir())
+    assert len(records) >= 2
+    assert sum(len(SourceIdentities.loads(r.read_bytes(), str(r)).paths) for r in records) == 7
+    if renames == 1:
+        resume(str(dest), JOB_ID, config=fast_config())
+        assert _data(dest) == want
+    else:
+        report = rollback(str(dest), JOB_ID, config=fast_config())
+        assert report.files_restored == renames and report.problems == []
+        assert _data(dest) == {"p=1/": None, **EXISTING}
+
+
+def test_records_of_the_earlier_format_are_read(dest: Path) -> None:
+    """A commit interrupted by a version that recorded one file per task attempt (version 1)
+    resumes exactly."""
+    _interrupted(dest, 4, cleanup_skipped=True)
+    layout = JobLayout(str(dest), JOB_ID)
+    found: dict[str, dict[str, tuple[int, str]]] = {}
+    for r in sorted(Path(layout.identities_dir).iterdir()):
+        for path, (size, ident) in SourceIdentities.loads(r.read_bytes(), str(r)).files.items():
+            attempt, _, rel = path.partition("/")
+            found.setdefault(attempt, {})[rel] = (size, ident)
+        r.unlink()
+    for attempt, files in found.items():
+        Path(layout.identities_dir, f"{attempt}.json").write_bytes(orjson.dumps({
+            "version": 1, "jobId": JOB_ID, "taskAttemptID": attempt,
+            "files": [[rel, size, ident] for rel, (size, ident) in files.items()]}))
+    resume(str(dest), JOB_ID, config=fast_config())
+    assert len([p for p in dest.rglob("*.csv") if "_temporary" not in p.parts]) == 7 + 2
+
+
+def test_records_left_by_an_earlier_failed_commit_are_not_taken(dest: Path) -> None:
+    """A record file no run of this commit wrote (an earlier attempt that stopped before its
+    plan) is removed before identifying, not read by a later resume as this commit's."""
+    committed = _stage(dest)
+    layout = JobLayout(str(dest), JOB_ID)
+    attempt = committed["task_job_20260101_0001_m_000000"]
+    stale = Path(layout.identities_path(7))
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(orjson.dumps({"version": 2, "jobId": JOB_ID, "paths": [f"{attempt}/top.csv"],
+                                    "sizes": [1], "identities": ["1-2-1"]}))
+    cfg = fast_config()
+    store = open_store(str(dest), cfg, backend=DiesAfterRenames(3))
+    with pytest.raises(CommitFailedError):
+        JobCommitter(str(dest), JOB_ID, config=cfg, store=store).commit(committed)
+    assert not stale.exists()
+    resume(str(dest), JOB_ID, config=fast_config())
+    assert (dest / "top.csv").read_bytes() == b"t"
+
+
+def test_a_store_without_stats_lists_each_task_attempt_directory_once(dest: Path) -> None:
+    """Where identifying is not a stat per file (object stores: here local disk seen only
+    through the plain Store interface) it is one walk (one paged listing) per task attempt
+    directory whose manifest lacks identities, counted in the job's statistics."""
+    committed = _stage(dest)
+    walked: list[str] = []
+
+    class Listing(FaultInjectingStore):
+        def walk_files(self, root: str) -> Any:
+            walked.append(root)
+            return super().walk_files(root)
+
+    cfg = fast_config()
+    backend = Listing(LocalStore(), FaultPlan())
+    assert not backend.identifies_by_stat
+    summary = JobCommitter(str(dest), JOB_ID, config=cfg,
+                           store=open_store(str(dest), cfg, backend=backend)).commit(committed)
+    layout = JobLayout(str(dest), JOB_ID)
+    assert sorted(walked) == sorted(layout.task_attempt_dir(a) for a in committed.values())
+    counters = summary.iostatistics.counters
+    assert counters[st.COMMITTER_SOURCES_IDENTIFIED] == 7
+    assert counters[st.OP_LIST_STATUS] >= len(committed)
+    assert summary.metrics["committer_files_committed"] == 7
+    assert not (dest / "_temporary").exists()
+
+
+def test_identified_sources_are_counted(dest: Path) -> None:
+    committed = _stage(dest)
+    summary = JobCommitter(str(dest), JOB_ID, config=fast_config()).commit(committed)
+    counters = summary.iostatistics.counters
+    assert counters[st.COMMITTER_SOURCES_IDENTIFIED] == 7
+    assert counters[st.OP_GET_FILE_STATUS] >= 7

@@ -465,3 +465,84 @@ def test_directory_holds_no_link_or_directory_in_place_of_a_file(
     beneath = LocalStore(str(tmp_path))
     assert beneath.directory_holds(str(tmp_path / "p=1"), {"a": 1}) == 1
     assert beneath.directory_holds(str(tmp_path / "link"), {"a": 1}) is None
+
+
+def _sources(tmp_path: Path) -> tuple[Path, list[tuple[str, str, int, str | None]]]:
+    """A tasks directory with two attempts' files, and plan entries for them (no identity)."""
+    root = tmp_path / "tasks ü"
+    for rel, data in {"a1/p=1/a": b"aa", "a1/p=1/naïve": b"n", "a1/p=1/c": b"",
+                      "a1/top": b"ttt", "a2/p=1/a": b"xyz"}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    entries: list[tuple[str, str, int, str | None]] = [
+        (str(root / rel), f"/dest/{rel}", size, None)
+        for rel, size in (("a1/p=1/a", 2), ("a1/p=1/naïve", 1), ("a1/p=1/c", 0), ("a1/top", 3),
+                          ("a2/p=1/a", 3))]
+    return root, entries
+
+
+def test_identify_sources_gives_each_source_its_identity(store: LocalStore,
+                                                         tmp_path: Path) -> None:
+    from committer.store.local import file_etag
+
+    root, entries = _sources(tmp_path)
+    given = (str(root / "gone"), "/dest/gone", 5, "kept")  # has one: not examined
+    out, mismatches = store.identify_sources(str(root), [*entries, given])
+    assert mismatches == []
+    assert out[-1] is given
+    for (src, dst, size, ident), before in zip(out, entries, strict=False):
+        assert (src, dst, size) == before[:3]
+        assert ident == file_etag(os.stat(src))
+    assert store.identify_sources(str(root), []) == ([], [])
+
+
+def test_identify_sources_names_what_is_not_a_file_of_its_size(store: LocalStore,
+                                                               tmp_path: Path) -> None:
+    root, entries = _sources(tmp_path)
+    (root / "a1/p=1/c").write_bytes(b"grown")  # resized
+    (root / "a1/top").unlink()  # missing
+    (root / "a2/p=1/a").unlink()
+    (root / "a2/p=1/a").symlink_to(root / "a1/p=1/a")  # a link in its place
+    (root / "a1/dir").mkdir()
+    outside = (str(tmp_path / "elsewhere"), "/dest/x", 0, None)  # not below the root
+    dirs = (str(root / "a1/dir"), "/dest/dir", 0, None)
+    out, mismatches = store.identify_sources(str(root), [*entries, dirs, outside])
+    assert sorted(mismatches) == [(2, 5), (3, None), (4, None), (5, None), (6, None)]
+    assert [e[3] is None for e in out] == [False, False, True, True, True, True, True]
+    out, mismatches = store.identify_sources(str(tmp_path / "absent"), entries)
+    assert out == entries and sorted(mismatches) == [(i, None) for i in range(5)]
+
+
+def test_directory_holds_names_without_a_stat_per_file(store: LocalStore,
+                                                       tmp_path: Path) -> None:
+    d = tmp_path / "p=1"
+    d.mkdir()
+    for name in ("a", "naïve", _side("a")):
+        (d / name).write_bytes(b"xx")
+    assert store.directory_holds_names(str(d), ["a", "naïve"], _side) == 3
+    assert store.directory_holds_names(str(d), ["a", "naïve"]) is None  # the side file
+    assert store.directory_holds_names(str(d), ["a"], _side) is None  # one more than named
+    assert store.directory_holds_names(str(d), ["a", "naïve", "gone"], _side) is None
+    assert store.directory_holds_names(str(tmp_path / "absent"), ["a"]) is None
+    (d / _side("stray")).write_bytes(b"x")  # the side file of no named file
+    assert store.directory_holds_names(str(d), ["a", "naïve"], _side) is None
+    (d / _side("stray")).unlink()
+    (d / "naïve").unlink()
+    (d / "naïve").symlink_to(d / "a")  # a link in place of a file
+    assert store.directory_holds_names(str(d), ["a", "naïve"], _side) is None
+    (d / "naïve").unlink()
+    (d / "naïve").mkdir()  # a directory in place of a file
+    assert store.directory_holds_names(str(d), ["a", "naïve"], _side) is None
+    (d / "naïve").rmdir()
+    (d / "naïve").write_bytes(b"n")
+    (d / "A~").write_bytes(b"x")  # a side file named by another rule than prefix + name + suffix
+    assert store.directory_holds_names(str(d), ["a", "naïve"], lambda n: n.upper() + "~") is None
+    (d / _side("a")).unlink()
+    assert store.directory_holds_names(str(d), ["a", "naïve"], lambda n: n.upper() + "~") == 3
+    (d / "A~").unlink()
+    (d / "naïve").unlink()
+    (d / _side("a")).write_bytes(b"x")
+    (tmp_path / "link").symlink_to(d)
+    beneath = LocalStore(str(tmp_path))
+    assert beneath.directory_holds_names(str(d), ["a"], _side) == 2
+    assert beneath.directory_holds_names(str(tmp_path / "link"), ["a"], _side) is None

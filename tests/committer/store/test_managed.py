@@ -272,3 +272,34 @@ def test_retry_after_is_honoured_by_single_operations(tmp_path: Path) -> None:
     store = ManagedStore(backend, fast_config(retry_max_delay_ms=1000))
     assert store.stat(str(tmp_path / "f")).size == 3
     assert backend.calls[1] - backend.calls[0] >= 0.3
+
+
+@pytest.mark.parametrize("local", [True, False], ids=["stat per source", "one listing"])
+def test_identify_sources_is_counted_as_what_it_costs(tmp_path: Path, local: bool) -> None:
+    """On local disk one stat per source (``op_get_file_status`` each); on a store without
+    that (here local disk behind the fault layer, which offers only the Store interface) one
+    walk of the root: ``op_list_status`` once, whatever the number of sources."""
+    from committer import statistics as st
+
+    root = tmp_path / "attempt"
+    (root / "p=1").mkdir(parents=True)
+    for name, data in {"a": b"aa", "b": b"b", "c": b""}.items():
+        (root / "p=1" / name).write_bytes(data)
+    entries: list[tuple[str, str, int, str | None]] = [
+        (str(root / "p=1" / n), f"/dest/{n}", z, None) for n, z in (("a", 2), ("b", 1), ("c", 0))]
+    entries.append((str(root / "p=1" / "gone"), "/dest/gone", 1, None))
+    entries.append((str(root / "p=1" / "a"), "/dest/again", 3, None))  # another size
+    entries.append((str(root / "p=1" / "b"), "/dest/known", 1, "kept"))
+    store = ManagedStore(LocalStore(), fast_config()) if local else _store(FaultPlan())[0]
+    assert store.identifies_by_stat is local
+    out, mismatches = store.identify_sources(str(root), entries)
+    assert sorted(mismatches) == [(3, None), (4, 2)]
+    assert [e[3] is not None for e in out] == [True, True, True, False, False, True]
+    assert out[:3] == [(*e[:3], LocalStore().stat(e[0]).etag) for e in entries[:3]]
+    counters = store.stats.snapshot().counters
+    if local:
+        assert counters[st.OP_GET_FILE_STATUS] == 5 and st.OP_LIST_STATUS not in counters
+    else:
+        assert counters[st.OP_LIST_STATUS] == 1 and st.OP_GET_FILE_STATUS not in counters
+    out, mismatches = store.identify_sources(str(tmp_path / "absent"), entries[:2])
+    assert sorted(mismatches) == [(0, None), (1, None)]

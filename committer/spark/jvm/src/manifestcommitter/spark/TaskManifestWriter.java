@@ -17,6 +17,7 @@ import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.ChecksumFileSystem;
+import org.apache.hadoop.fs.EtagSource;
 import org.apache.hadoop.fs.FSDataOutputStream;
 import org.apache.hadoop.fs.FileContext;
 import org.apache.hadoop.fs.FileStatus;
@@ -48,7 +49,12 @@ final class TaskManifestWriter {
     final List<Map<String, Object>> files = new ArrayList<>();
     final List<Map<String, Object>> directories = new ArrayList<>();
     long bytes;
+    /** The filesystem's etags survive its renames: a status's etag identifies the file. */
+    boolean etagsIdentify;
   }
+
+  /** Hadoop's path capability: a rename keeps the file's etag ({@code CommonPathCapabilities}). */
+  static final String ETAGS_PRESERVED_IN_RENAME = "fs.capability.etags.preserved.in.rename";
 
   private final Configuration conf;
   private final IoStatistics stats = new IoStatistics();
@@ -82,6 +88,7 @@ final class TaskManifestWriter {
     try {
       FileSystem fs = workDir.getFileSystem(conf);
       Scan scan = new Scan();
+      scan.etagsIdentify = etagsIdentify(fs, workDir);
       FileStatus[] top;
       try {
         stats.increment("op_list_status", 1);
@@ -134,7 +141,7 @@ final class TaskManifestWriter {
         visit(fs, child, frame, scan);
       }
     } else if (!isChecksumFile(name)) {
-      scan.files.add(fileEntry(st, target));
+      scan.files.add(fileEntry(st, target, scan.etagsIdentify));
       scan.bytes += st.getLen();
       record(parent, scan);
     }
@@ -175,7 +182,8 @@ final class TaskManifestWriter {
           throw new IOException("a custom-location file must not be a directory: " + f.getPath());
         }
         if (!isChecksumFile(f.getPath().getName())) {
-          scan.files.add(fileEntry(f, new Path(absDir, f.getPath().getName())));
+          scan.files.add(fileEntry(f, new Path(absDir, f.getPath().getName()),
+              scan.etagsIdentify));
           scan.bytes += f.getLen();
         }
       }
@@ -186,12 +194,13 @@ final class TaskManifestWriter {
     return name.startsWith(".") && name.endsWith(".crc");
   }
 
-  private static Map<String, Object> fileEntry(FileStatus st, Path target) {
+  private static Map<String, Object> fileEntry(FileStatus st, Path target,
+      boolean etagsIdentify) {
     Map<String, Object> entry = new LinkedHashMap<>();
     entry.put("s", uriString(st.getPath()));
     entry.put("d", uriString(target));
     entry.put("z", st.getLen());
-    String identity = localIdentity(st);
+    String identity = identity(st, etagsIdentify);
     if (identity != null) {
       entry.put("e", identity);
     }
@@ -199,11 +208,43 @@ final class TaskManifestWriter {
   }
 
   /**
+   * Whether {@code fs} says its renames keep a file's etag ({@link #ETAGS_PRESERVED_IN_RENAME}:
+   * ABFS with a hierarchical namespace does): only then does an etag prove that a renamed
+   * destination is the file, which is what job commit uses "e" for. A store whose rename is a
+   * copy (S3A, flat Blob storage) gives the destination a new etag; there job commit records
+   * what does prove it (a content checksum) itself.
+   */
+  static boolean etagsIdentify(FileSystem fs, Path dir) {
+    try {
+      return fs.hasPathCapability(dir, ETAGS_PRESERVED_IN_RENAME);
+    } catch (IOException | RuntimeException e) {
+      return false;
+    }
+  }
+
+  /**
+   * What the manifest records as the file's identity ("e"), so that job commit can later prove
+   * a renamed destination is this file without listing the task's directory first: the etag
+   * the filesystem's status offers ({@link EtagSource}: ABFS and other connectors), as
+   * Hadoop's own task scan records it, where the filesystem's renames keep it
+   * ({@code etagsIdentify}); else, for a local file, {@link #localIdentity}; else none (Hadoop
+   * omits the key), and job commit identifies the file itself.
+   */
+  static String identity(FileStatus st, boolean etagsIdentify) {
+    if (etagsIdentify && st instanceof EtagSource) {
+      String etag = ((EtagSource) st).getEtag();
+      if (etag != null && !etag.isEmpty()) {
+        return etag;
+      }
+    }
+    return localIdentity(st);
+  }
+
+  /**
    * The identity of a local file that a rename keeps: inode, modification time (ns) and size,
    * in the engine's format ({@code committer.store.local.file_etag}). With it, a job commit
-   * resumed after a crash can prove that a renamed destination is this file. Other stores get
-   * no "e" (the plain FileSystem API has no etag there; Hadoop omits the key when there is
-   * none), and neither does a local file whose attributes cannot be read.
+   * resumed after a crash can prove that a renamed destination is this file. Null for other
+   * stores and for a local file whose attributes cannot be read.
    */
   static String localIdentity(FileStatus st) {
     URI uri = st.getPath().toUri();
