@@ -151,6 +151,34 @@ def prefetched(executor: Executor, items: Iterable[T], fetch: Callable[[T], R], 
         wait([fut for _, fut in ahead])
 
 
+def fetched_as_done(executor: Executor, items: Iterable[T], fetch: Callable[[T], R], *,
+                    window: int) -> Generator[tuple[T, R], None, None]:
+    """Like :func:`prefetched`, but each ``(item, fetch(item))`` as soon as its fetch is done,
+    in no set order: one fetch in a service's latency tail (a read taking ten times the median)
+    then holds back none of the others, where in order it would stall the whole window."""
+    pending: dict[Future[R], T] = {}
+    it = iter(items)
+    exhausted = False
+    try:
+        while True:
+            while not exhausted and len(pending) < max(1, window):
+                try:
+                    item = next(it)
+                except StopIteration:
+                    exhausted = True
+                    break
+                pending[executor.submit(fetch, item)] = item
+            if not pending:
+                return
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in done:
+                yield pending.pop(fut), fut.result()
+    finally:
+        for fut in pending:
+            fut.cancel()
+        wait(list(pending))
+
+
 class Counter:
     """A thread-safe progress counter."""
 

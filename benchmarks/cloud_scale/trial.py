@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gc
 import json
+import logging
 import os
 import resource
 import sys
@@ -59,6 +60,18 @@ def main(path: str) -> int:
             gc_log.append((info["generation"], time.perf_counter() - gc_t[0]))
 
     gc.callbacks.append(on_gc)
+    # every stage of the commit, as it ends: (name, seconds since the start, seconds it took)
+    stages: list[tuple[str, float, float]] = []
+
+    class _Stages(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            name, took = record.args  # type: ignore[misc]
+            stages.append((str(name), round(time.perf_counter() - t0, 3),
+                           round(float(took), 3)))  # type: ignore[arg-type]
+
+    stage_log = logging.getLogger("committer.job.stages.context")
+    stage_log.setLevel(logging.DEBUG)
+    stage_log.addHandler(_Stages())
     config = CommitterConfig(**params["config"])
     job = params["job"]
     samples: list[tuple[float, int, int, float]] = []
@@ -106,6 +119,7 @@ def main(path: str) -> int:
         "stages_ms": {k[:-len(".mean")]: v.sum for k, v in
                       summary.iostatistics.meanstatistics.items()
                       if k.startswith("job_stage_") and k.endswith(".mean")},
+        "stages": stages,
         "limit_samples": samples,
         "gc": {str(g): [sum(1 for x in gc_log if x[0] == g),
                         round(sum(x[1] for x in gc_log if x[0] == g), 3)] for g in (0, 1, 2)},

@@ -216,6 +216,9 @@ class AsyncStore(Store):
     _resources: AsyncResources
     concurrency: int = 256
 
+    def calls_at_once(self) -> int:
+        return self.concurrency
+
     @property
     def _batch_workers(self) -> int:
         """Coroutines one batch runs at once: a quarter of the store's concurrency (the engine

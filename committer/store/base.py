@@ -283,6 +283,13 @@ class Store(ABC):
         reading many ahead on threads pays. Remote stores: always."""
         return True
 
+    def calls_at_once(self) -> int:
+        """How many calls made from threads this store serves at once while each only waits
+        on its service (a cloud backend's request loop: its concurrency), so that a commit
+        pays to make them from more threads than ``io.threads``; 0 when a call holds a CPU
+        or a device while it runs."""
+        return 0
+
     def fanout_options(self) -> Mapping[str, Any] | None:
         """Storage options a worker process adds to open this store as it is here (what this
         backend found out, so the worker need not ask again), or ``None`` when the store

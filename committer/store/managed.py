@@ -299,6 +299,9 @@ class ManagedStore:
         here): then reading ahead on threads pays (see ``Store.reads_wait``)."""
         return self.limiter is not None or self.backend.reads_wait(path)
 
+    def calls_at_once(self) -> int:
+        return self.backend.calls_at_once()
+
     def read_bytes(self, path: str, limit: int | None = None) -> bytes:
         return self.call(st.OP_READ_FILE, lambda: self.backend.read_bytes(path, limit))
 

@@ -85,8 +85,8 @@ class SourceIdentifier:
         # Local disk: the stats are CPU work (in C, without the GIL). While manifests load, one
         # CPU is left to the load stage (a stat call running beside it on every CPU slowed the
         # load more than it gained); once they are loaded, every CPU. Elsewhere each call
-        # waits on the store, as many at once as io threads.
-        self.workers = cpus if self.by_stat else ctx.config.io_threads
+        # waits on the store, as many at once as the pool has threads.
+        self.workers = cpus if self.by_stat else ctx.workers
         self.beside_load = max(1, cpus - 1) if self.by_stat else 2 * self.workers
         self.tasks_prefix = self.layout.tasks_dir.rstrip("/") + "/"
         self.problems: list[str] = []

@@ -70,7 +70,7 @@ def _delete_manifests(ctx: StageContext) -> None:
         paths = [s.path for s in store.list_dir(ctx.layout.manifests_dir) if not s.is_dir]
     except PathNotFoundError:
         return
-    per = max(1, -(-len(paths) // ctx.config.io_threads))
+    per = max(1, -(-len(paths) // ctx.workers))
     chunks = [paths[i : i + per] for i in range(0, len(paths), per)]
     run_parallel(ctx.pool, chunks, lambda chunk: [store.delete_file(p) for p in chunk],
                  window=ctx.window)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 
 from committer.config import CommitterConfig
 from committer.errors import FormatError, StoreError, UntrustedManifestError
@@ -30,13 +30,14 @@ from committer.job.stages.manifest_checks import (
 )
 from committer.job.stages.plan import EntrySink, JobPlan, RenameEntry, RenamePlan, TaskSummary
 from committer.layout import JobLayout, basename, manifest_task_id
-from committer.parallel import prefetched
+from committer.parallel import fetched_as_done
 from committer.store.managed import ManagedStore
 from manifest_schema import parse_document
 
 STAGE = "load_manifests"
 _SIZE = itemgetter(2)
 _IDENTITY = itemgetter(3)
+_TASK_ID = attrgetter("task_id")
 
 
 def unidentified(entries: list[RenameEntry]) -> int:
@@ -121,22 +122,25 @@ class _ManifestLoader:
 
 def load_window(ctx: StageContext) -> int:
     """How many manifest reads run ahead on the pool: ``2 x io_threads`` where a read waits
-    (an object store, a network filesystem); none on this machine's own disks, where a read
-    is one quick system call and hand-offs between threads would cost more than it."""
-    return ctx.window if ctx.store.reads_wait(ctx.layout.manifests_dir) else 0
+    (an object store, a network filesystem), whatever the pool's size, since each holds a
+    whole manifest in memory; none on this machine's own disks, where a read is one quick
+    system call and hand-offs between threads would cost more than it."""
+    waits = ctx.store.reads_wait(ctx.layout.manifests_dir)
+    return 2 * ctx.config.io_threads if waits else 0
 
 
 def loaded_manifests(executor: Executor, work: Sequence[tuple[str, str]],
                      loader: _ManifestLoader, window: int
                      ) -> Iterator[tuple[tuple[str, str], _Loaded]]:
-    """Every manifest of ``work``, in order, parsed and checked on the calling thread, and
-    read ahead on the pool when ``window`` says so. Parsing and checking hold the GIL: spread
-    over threads they only fight over it."""
+    """Every manifest of ``work``, parsed and checked on the calling thread: in order, or, when
+    ``window`` says so, read ahead on the pool and taken as each read is done (a read in the
+    service's latency tail holds back none of the others). Parsing and checking hold the GIL:
+    spread over threads they only fight over it."""
     if window == 0:
         for item in work:
             yield item, loader.load(item)
         return
-    for item, data in prefetched(executor, work, loader.read, window=window):
+    for item, data in fetched_as_done(executor, work, loader.read, window=window):
         yield item, loader.check(item, data)
 
 
@@ -212,6 +216,10 @@ def load_manifests(
             sink.abandon()
         plan.renames.close()
         raise
+    # as the reads finished; sorted, so that what a commit reports does not depend on that
+    plan.tasks.sort(key=_TASK_ID)
+    plan.manifest_paths.sort()
+    problems.sort()
     duplicates.release()
     problems.extend(duplicates.confirm(
         (chunk.task_id, entry[1]) for chunk in plan.renames for entry in chunk.entries))

@@ -100,6 +100,25 @@ def _directory_workers(ctx: StageContext, tasks: int) -> int:
     return max(1, min(workers, tasks))
 
 
+#: renames a cloud store's batches keep queued on its request loop per request it may have in
+#: flight (each batch is a chunk, and a chunk waits for its slowest rename)
+_QUEUED_PER_REQUEST = 16
+
+
+def _file_workers(ctx: StageContext, plan: JobPlan) -> int:
+    """Workers for the file renames: ``io_threads``; on a store whose batches run on its
+    request loop, as many more as it takes (up to the pool's threads) to keep that loop fed.
+    A chunk's worker waits for its slowest rename, in a service's latency tail ten times the
+    median: with chunks of 100 files, 32 workers kept only 300 to 700 of 1,024 requests in
+    flight."""
+    workers = ctx.config.io_threads
+    calls = ctx.store.calls_at_once()
+    if calls and ctx.store.backend.native_batches and plan.renames.chunks:
+        per_chunk = max(1, plan.files // plan.renames.chunks)
+        workers = max(workers, -(-_QUEUED_PER_REQUEST * calls // per_chunk))
+    return min(workers, ctx.workers)
+
+
 def rename_files(ctx: StageContext, plan: JobPlan,
                  on_exists: Callable[[str], None] | None = None,
                  directory_moves: Sequence[DirectoryMove] = ()) -> int:
@@ -168,6 +187,6 @@ def rename_files(ctx: StageContext, plan: JobPlan,
     if left > 0:
         # many renames on a cloud store may need more request loops than this process's one
         with store.fanned_out(ctx.layout.dest, total - done):
-            run_pulled(ctx.pool, plan.renames, work, workers=min(config.io_threads, left),
+            run_pulled(ctx.pool, plan.renames, work, workers=min(_file_workers(ctx, plan), left),
                        on_result=advance)
     return done
