@@ -101,8 +101,12 @@ def _directory_workers(ctx: StageContext, tasks: int) -> int:
 
 
 #: renames a cloud store's batches keep queued on its request loop per request it may have in
-#: flight (each batch is a chunk, and a chunk waits for its slowest rename)
-_QUEUED_PER_REQUEST = 16
+#: flight (each batch is a chunk, and a chunk waits for its slowest rename). Measured on the
+#: simulated account (20 ms median, 200 ms p99, 1,024 requests in flight): 100,000 Data Lake
+#: renames in chunks of 100 took 15.0 s with 32 workers, 12.7 s with 82 (this factor); 200,000
+#: flat-Blob renames in chunks of 200 took 30-31 s with 32 or 41 workers but 38 s and 25% more
+#: memory with 82, whose copies and deletes only queued up behind the loop.
+_QUEUED_PER_REQUEST = 8
 
 
 def _file_workers(ctx: StageContext, plan: JobPlan) -> int:
