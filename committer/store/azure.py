@@ -676,8 +676,8 @@ class AzureStore(AsyncStore):
         if response.status != 202:
             raise azure_error(response, "(batch of deletes)", "batch")
         out, throttled = delete_results(response, [self._url(*b) for b in blobs])
-        if throttled:  # a throttled sub-request steers the limit as a throttled request does
-            self._limit.throttled_answer(epoch)
+        if throttled:  # throttled sub-requests steer the limit as their share of a request
+            self._limit.throttled_answer(epoch, throttled, len(blobs))
         return out
 
     async def _delete_file(self, path: str) -> bool:

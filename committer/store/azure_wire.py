@@ -170,17 +170,17 @@ async def delete_requests(endpoint: Endpoint, auth: AzureAuth,
 
 
 def delete_results(response: Response, urls: Sequence[str]) -> tuple[list[StoreError | None],
-                                                                       bool]:
+                                                                       int]:
     """A Blob Batch answer to the deletes of ``urls``: a result per one (``None``: deleted or
     already gone; a sub-request without an answer is a transient failure of unknown outcome),
-    and whether any was throttled."""
+    and how many were throttled."""
     try:
         answers = parse_batch_response(response.header("content-type"), response.body)
     except ValueError as e:
         raise StoreError(f"unreadable Blob Batch answer: {e}") from None
     out: list[StoreError | None] = [
         TransientStoreError(f"no answer in the batch for {url}", url) for url in urls]
-    throttled = False
+    throttled = 0
     for answer in answers:
         try:
             i = int(answer.content_id)
@@ -191,6 +191,6 @@ def delete_results(response: Response, urls: Sequence[str]) -> tuple[list[StoreE
         if answer.status in (200, 202, 404):  # 404: already gone, as wanted
             out[i] = None
             continue
-        throttled = throttled or is_throttle(answer.response)
+        throttled += is_throttle(answer.response)
         out[i] = azure_error(answer.response, urls[i], "delete")
     return out, throttled

@@ -633,7 +633,7 @@ class GcsStore(AsyncStore):
         out: list[BaseException | None] = [
             TransientStoreError(f"no answer in the batch for {self._url(*o)}", self._url(*o))
             for o in objects]
-        throttled = False
+        throttled = 0
         for answer in answers:
             try:
                 i = int(answer.content_id)
@@ -644,10 +644,10 @@ class GcsStore(AsyncStore):
             if 200 <= answer.status < 300 or answer.status == 404:  # 404: already gone
                 out[i] = None
                 continue
-            throttled = throttled or answer.status in _THROTTLE_STATUS
+            throttled += answer.status in _THROTTLE_STATUS
             out[i] = GcsHttpError(answer.status, _error_message(answer.response.body))
-        if throttled:  # a throttled call steers the limit as a throttled request does
-            self._limit.throttled_answer(epoch)
+        if throttled:  # throttled sub-requests steer the limit as their share of a request
+            self._limit.throttled_answer(epoch, throttled, len(objects))
         return out
 
     async def _delete_file(self, path: str) -> bool:

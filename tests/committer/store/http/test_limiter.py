@@ -1,4 +1,5 @@
-"""The adaptive limit of requests in flight: slow start, one cut per window, growth back."""
+"""The adaptive limit of requests in flight: slow start, one cut per window by the share of
+refusals, growth back."""
 
 from __future__ import annotations
 
@@ -6,10 +7,10 @@ import asyncio
 
 import pytest
 
-from committer.store.http.limiter import DECREASE, AdaptiveLimit
+from committer.store.http.limiter import GROWTH, MAX_CUT, AdaptiveLimit
 
 
-def test_slow_start_doubles_until_the_first_throttle_then_cuts_once_per_window() -> None:
+def test_slow_start_doubles_until_a_window_is_refused_then_cuts_by_the_refused_share() -> None:
     limit = AdaptiveLimit(1000, initial=10)
 
     async def main() -> None:
@@ -18,35 +19,67 @@ def test_slow_start_doubles_until_the_first_throttle_then_cuts_once_per_window()
         for e in epochs:
             limit.release(e)
         assert limit.limit == 20  # one more per good answer: doubled in a round trip
-        # a burst of throttled answers to requests of the same window: one cut
+        # a window (20 answers) all refused: one cut, by half at most, slow start over
         epochs = [await limit.acquire() for _ in range(20)]
         for e in epochs:
             limit.release(e, throttled=True)
-        assert limit.limit == int(20 * DECREASE) and limit.cuts == 1 and limit.throttled == 20
-        # a throttled answer to a request sent after the cut cuts again
-        e = await limit.acquire()
-        limit.release(e, throttled=True)
-        assert limit.cuts == 2
+        assert limit.limit == 10 and limit.cuts == 1 and limit.throttled == 20
+        # the next window: 2 of its 10 answers refused, a fifth off
+        epochs = [await limit.acquire() for _ in range(10)]
+        for i, e in enumerate(epochs):
+            limit.release(e, throttled=i < 2)
+        assert limit.cuts == 2 and limit.limit == 8
 
     asyncio.run(main())
 
 
-def test_growth_after_a_cut_is_gradual_and_bounded() -> None:
+def test_growth_after_slow_start_is_gradual_and_bounded() -> None:
     limit = AdaptiveLimit(100, initial=64, minimum=4)
 
     async def main() -> None:
-        e = await limit.acquire()
-        limit.release(e, throttled=True)
+        epochs = [await limit.acquire() for _ in range(64)]
+        for i, e in enumerate(epochs):
+            limit.release(e, throttled=i % 2 == 0)
         after_cut = limit.limit
+        assert limit.cuts == 1 and after_cut == 96 - 48  # grown by 32 good answers, halved
         for _ in range(after_cut):  # one window of good answers
             limit.release(await limit.acquire())
-        assert limit.limit == after_cut + after_cut // 16  # about 1/16 per round trip
+        assert limit.limit == after_cut + after_cut // GROWTH  # about 1/16 per round trip
         for _ in range(10_000):
             limit.release(await limit.acquire())
         assert limit.limit == 100  # never above the maximum
-        for _ in range(50):
+        for _ in range(500):  # everything refused: halved every window, to the minimum
             limit.release(await limit.acquire(), throttled=True)
         assert limit.limit == 4  # never below the minimum
+
+    asyncio.run(main())
+
+
+def test_a_few_refusals_whatever_the_rate_leave_the_limit_near_its_maximum() -> None:
+    """5% of the answers refused at random (not because of the rate): slow start still reaches
+    the maximum and the limit stays near it, where a fixed cut per window took it to the
+    minimum."""
+    limit = AdaptiveLimit(1000, initial=64)
+
+    async def main() -> None:
+        for i in range(100_000):
+            limit.release(await limit.acquire(), throttled=i % 20 == 7)
+        assert limit.limit >= 900 and limit.cuts > 10
+
+    asyncio.run(main())
+
+
+def test_a_service_refusing_half_the_answers_halves_the_limit_each_window() -> None:
+    limit = AdaptiveLimit(1000, initial=500)
+
+    async def main() -> None:
+        for window in range(1, 4):  # each window (as many answers as the limit was) half refused
+            start = limit.limit
+            for i in range(start):
+                limit.release(await limit.acquire(), throttled=i % 2 == 0)
+            # grown meanwhile (by one per good answer in slow start, then by 1/16), then halved
+            grown = start + (start // 2 if window == 1 else start // 2 // GROWTH)
+            assert limit.cuts == window and limit.limit == grown - round(grown * MAX_CUT)
 
     asyncio.run(main())
 
@@ -78,11 +111,20 @@ def test_waiters_are_admitted_as_places_free_and_cancelled_ones_give_theirs_back
     asyncio.run(main())
 
 
-def test_a_batch_s_throttled_sub_request_steers_the_limit() -> None:
+def test_a_batch_s_throttled_sub_requests_count_as_their_share_of_a_refusal() -> None:
     limit = AdaptiveLimit(100, initial=50)
-    epoch = limit.epoch
-    limit.throttled_answer(epoch)
-    limit.throttled_answer(epoch)  # the same window: one cut
-    assert limit.limit == int(50 * DECREASE) and limit.cuts == 1 and limit.throttled == 2
+
+    async def main() -> None:
+        epochs = [await limit.acquire() for _ in range(50)]
+        # two batches of 256 sub-requests, half of each throttled: one refusal in all
+        limit.throttled_answer(epochs[0], 128, 256)
+        limit.throttled_answer(epochs[1], 128, 256)
+        assert limit.throttled == 256 and limit.cuts == 0
+        for e in epochs:
+            limit.release(e)
+        # 1 refusal in a window of 50 answers (2%, below 1/16): a 2% cut, slow start goes on
+        assert limit.cuts == 1 and limit.limit == 100 - 2
+
+    asyncio.run(main())
     with pytest.raises(ValueError):
         AdaptiveLimit(0)
