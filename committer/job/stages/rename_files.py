@@ -120,6 +120,8 @@ def _file_workers(ctx: StageContext, plan: JobPlan) -> int:
     if calls and ctx.store.backend.native_batches and plan.renames.chunks:
         per_chunk = max(1, plan.files // plan.renames.chunks)
         workers = max(workers, -(-_QUEUED_PER_REQUEST * calls // per_chunk))
+        # a worker without a chunk would only start a thread
+        workers = min(workers, plan.renames.chunks)
     return min(workers, ctx.workers)
 
 
