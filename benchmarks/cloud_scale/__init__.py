@@ -150,7 +150,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "sim_cpu_s": stats["cpu"]["total_s"],
         "sim_peak_rss_mb": stats["memory_kib"].get("peak_rss", 0) / 1024,
         "prepare_s": prepare_s, "trial": trial, "sim_stats": stats, "timeline": timeline,
-        "plot_dir": str(args.out),
+        "plot_dir": str(args.out) if getattr(args, "out", None) else None,
     }
     result["targets"] = {
         "wall": result["wall_vs_bound"] <= TARGET_WALL_FACTOR,

@@ -110,14 +110,14 @@ _QUEUED_PER_REQUEST = 8
 
 
 def _file_workers(ctx: StageContext, plan: JobPlan) -> int:
-    """Workers for the file renames: ``io_threads``; on a store whose batches run on its
-    request loop, as many more as it takes (up to the pool's threads) to keep that loop fed.
-    A chunk's worker waits for its slowest rename, in a service's latency tail ten times the
-    median: with chunks of 100 files, 32 workers kept only 300 to 700 of 1,024 requests in
-    flight."""
+    """Workers for the file renames: ``io_threads``; on a store whose calls, batches too, run
+    on its request loop (``calls_at_once``), as many more as it takes (up to the pool's
+    threads) to keep that loop fed. A chunk's worker waits for its slowest rename, in a
+    service's latency tail ten times the median: with chunks of 100 files, 32 workers kept
+    only 300 to 700 of 1,024 requests in flight."""
     workers = ctx.config.io_threads
     calls = ctx.store.calls_at_once()
-    if calls and ctx.store.backend.native_batches and plan.renames.chunks:
+    if calls and plan.renames.chunks:
         per_chunk = max(1, plan.files // plan.renames.chunks)
         workers = max(workers, -(-_QUEUED_PER_REQUEST * calls // per_chunk))
         # a worker without a chunk would only start a thread
