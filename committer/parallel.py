@@ -9,12 +9,24 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, FIRST_EXCEPTION, Executor, Future, wait
 from typing import TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+def _submit_more(executor: Executor, it: Iterator[T], work: Callable[[T], R],
+                 pending: dict[Future[R], T], window: int) -> bool:
+    """Submit items of ``it`` until ``window`` are pending; ``True`` once ``it`` is spent."""
+    while len(pending) < window:
+        try:
+            item = next(it)
+        except StopIteration:
+            return True
+        pending[executor.submit(work, item)] = item
+    return False
 
 
 def run_parallel(
@@ -39,13 +51,8 @@ def run_parallel(
     it = iter(items)
     exhausted = False
     while True:
-        while not exhausted and failure is None and len(pending) < window:
-            try:
-                item = next(it)
-            except StopIteration:
-                exhausted = True
-                break
-            pending[executor.submit(work, item)] = item
+        if not exhausted and failure is None:
+            exhausted = _submit_more(executor, it, work, pending, window)
         if not pending:
             break
         done, _ = wait(pending, return_when=FIRST_COMPLETED)
@@ -161,13 +168,8 @@ def fetched_as_done(executor: Executor, items: Iterable[T], fetch: Callable[[T],
     exhausted = False
     try:
         while True:
-            while not exhausted and len(pending) < max(1, window):
-                try:
-                    item = next(it)
-                except StopIteration:
-                    exhausted = True
-                    break
-                pending[executor.submit(fetch, item)] = item
+            if not exhausted:
+                exhausted = _submit_more(executor, it, fetch, pending, max(1, window))
             if not pending:
                 return
             done, _ = wait(pending, return_when=FIRST_COMPLETED)

@@ -6,10 +6,11 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 
-from committer.parallel import prefetched, run_parallel, run_pulled
+from committer.parallel import fetched_as_done, prefetched, run_parallel, run_pulled
 
 
 @pytest.mark.parametrize("runner", ["pulled", "windowed"])
@@ -105,7 +106,8 @@ def test_prefetched_raises_a_failed_fetch_in_its_turn_and_leaves_no_fetch_runnin
     assert settled < 20
 
 
-def test_prefetched_left_early_waits_for_the_fetches_in_flight() -> None:
+@pytest.mark.parametrize("fetched", [prefetched, fetched_as_done])
+def test_fetching_left_early_waits_for_the_fetches_in_flight(fetched: Any) -> None:
     finished: list[int] = []
 
     def fetch(i: int) -> int:
@@ -114,10 +116,53 @@ def test_prefetched_left_early_waits_for_the_fetches_in_flight() -> None:
         return i
 
     with ThreadPoolExecutor(4) as pool:
-        gen = prefetched(pool, range(100), fetch, window=4)
-        assert next(gen) == (0, 0)
+        gen = fetched(pool, range(100), fetch, window=4)
+        next(gen)
         gen.close()
         settled = len(finished)
         time.sleep(0.05)
         assert len(finished) == settled
     assert settled <= 5
+
+
+def test_fetched_as_done_yields_every_item_as_its_fetch_finishes_within_the_window() -> None:
+    running = 0
+    most = 0
+    lock = threading.Lock()
+
+    def fetch(i: int) -> int:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        time.sleep(0.05 if i == 0 else 0.002)  # the first read is in the latency tail
+        with lock:
+            running -= 1
+        return i * 3
+
+    with ThreadPoolExecutor(8) as pool:
+        got = list(fetched_as_done(pool, range(200), fetch, window=4))
+    assert sorted(got) == [(i, i * 3) for i in range(200)]
+    assert got[0] != (0, 0)  # the slow one held back none of the others
+    assert 1 < most <= 4
+
+
+def test_fetched_as_done_raises_a_failed_fetch_and_leaves_no_fetch_running() -> None:
+    finished: list[int] = []
+
+    def fetch(i: int) -> int:
+        if i == 5:
+            raise ValueError("item 5")
+        time.sleep(0.005)
+        finished.append(i)
+        return i
+
+    with ThreadPoolExecutor(4) as pool:
+        with pytest.raises(ValueError, match="item 5"):
+            for _ in fetched_as_done(pool, range(1000), fetch, window=4):
+                pass
+        settled = len(finished)
+        time.sleep(0.05)
+        assert len(finished) == settled  # nothing was still running behind the caller
+    assert settled < 20
+
