@@ -103,6 +103,7 @@ def main(path: str) -> int:
     workers_cpu = _cpu(resource.RUSAGE_CHILDREN) - children0
     pools = getattr(store.backend, "resources", [])
     limit = getattr(store.backend, "limit", None)
+    hedger = getattr(store.backend, "hedger", None)
     counters = summary.iostatistics.counters
     print(json.dumps({
         "success": summary.success,
@@ -114,6 +115,8 @@ def main(path: str) -> int:
         "client_connections": sum(getattr(p, "connections_opened", 0) for p in pools),
         "client_throttled": limit.throttled if limit is not None else None,
         "limit_cuts": limit.cuts if limit is not None else None,
+        "hedged": hedger.hedged if hedger is not None else None,
+        "hedges_won": hedger.won if hedger is not None else None,
         "processes_started": counters.get("store_processes_started", 0),
         "retries": counters.get("store_io_retry", 0),
         "stages_ms": {k[:-len(".mean")]: v.sum for k, v in

@@ -33,6 +33,7 @@ from committer.errors import (
     ManifestCommitterError,
     UntrustedManifestError,
 )
+from committer.job.collector import spare_now, spare_old_objects
 from committer.job.durability import move_aside as aside
 from committer.job.durability.journal import load_journal
 from committer.job.durability.rollback import rollback_job
@@ -110,7 +111,7 @@ class JobCommitter:
         txn = CommitTransaction(self.store, self.layout, cfg,
                                 dynamic=self.dynamic_partition_overwrite)
         try:
-            with self._context(f"commit-{self.layout.job_id[:16]}") as ctx:
+            with spare_old_objects(), self._context(f"commit-{self.layout.job_id[:16]}") as ctx:
                 replayed = txn.open(committed_tasks, extra_destination_roots)
                 if replayed is not None:
                     self._discard_replayed(ctx)
@@ -119,6 +120,7 @@ class JobCommitter:
                     plan = run("load_manifests", st.STAGE_LOAD_MANIFESTS,
                                lambda: self._load(ctx, txn))
                     txn.plan(plan, ctx)
+                    spare_now()  # the plan lives until the end: no full collection walks it
                     run("create_directories", None, lambda: txn.move_partitions_aside(ctx))
                     if txn.renaming():
                         run("create_directories", st.STAGE_CREATE_TARGET_DIRS,

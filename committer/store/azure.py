@@ -29,6 +29,7 @@ empty directory can be listed.
 from __future__ import annotations
 
 import asyncio
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -53,6 +54,7 @@ from committer.store.base import FileStatus, Store
 from committer.store.credentials import CONCURRENCY_OPTION, register_options, scrub
 from committer.store.http.azure_auth import AzureAuth, SharedKey, azure_auth, http_date
 from committer.store.http.connection import BodyTooLarge, ConnectionPool, Response
+from committer.store.http.hedge import Hedger
 from committer.store.http.limiter import AdaptiveLimit
 from committer.store.http.loop import wire_loop
 from committer.store.http.multipart import batch_body, new_boundary
@@ -73,6 +75,7 @@ _FOLDER_META = "hdi_isfolder"
 _LIST_PAGE = 5000
 _DETECT_ATTEMPTS = 3  # Get Account Information, when it fails transiently
 _DETECT_RETRY_DELAY_S = 0.2
+_READS = frozenset({"GET", "HEAD"})
 
 
 class AzureStore(AsyncStore):
@@ -104,6 +107,7 @@ class AzureStore(AsyncStore):
         self._blob: Endpoint | None = None
         self._dfs: Endpoint | None = None
         self._limit = AdaptiveLimit(concurrency)
+        self._hedger = Hedger(self._limit)
         self._containers_known: set[str] = set()
         # None: not known yet; asked of the account on first need (``_namespace``), so that
         # opening a store sends nothing and a failure to ask is the first operation's failure,
@@ -119,6 +123,11 @@ class AzureStore(AsyncStore):
     def limit(self) -> AdaptiveLimit:
         """The store's adaptive limit of requests in flight (shared by every batch)."""
         return self._limit
+
+    @property
+    def hedger(self) -> Hedger:
+        """When slow reads get a copy, and how many did (``http/hedge.py``)."""
+        return self._hedger
 
     @property
     def hierarchical(self) -> bool:
@@ -191,11 +200,14 @@ class AzureStore(AsyncStore):
     async def _send(self, op: str, method: str, container: str, key: str = "", *,
                     query: Sequence[tuple[str, str]] = (), headers: Mapping[str, str] | None = None,
                     body: bytes = b"", dfs: bool = False, max_body: int | None = None,
-                    whole: bool = True, idempotent: bool | None = None) -> Response:
+                    whole: bool = True, idempotent: bool | None = None,
+                    hedge: bool | None = None) -> Response:
         """One request to the account; the answer whatever its status. Raises only when no
         answer came (``TransientStoreError``: connection lost, timeout) or the fault layer
         says so. ``whole``: the request is the whole operation ``op``, so a fault that loses
-        the operation's answer may strike here (the copy of a two-request rename is not)."""
+        the operation's answer may strike here (the copy of a two-request rename is not).
+        ``hedge``: a slow request may be raced by a copy (``http/hedge.py``); reads are, by
+        default, and whatever a repetition does not change."""
         if self.faults is not None and self.faults.before(op):
             raise TransientStoreError(f"injected: {op} throttled ({self.faults.status})",
                                       f"{container}/{key}", throttled=True)
@@ -219,16 +231,24 @@ class AzureStore(AsyncStore):
         epoch = self._limit.try_acquire()
         if epoch is None:
             epoch = await self._limit.acquire()
-        throttled = False
+        throttled, took = False, None
+        started = time.monotonic()
         try:
-            response = await pool.request(method, f"{path}?{qs}" if qs else path, hdrs, body,
-                                          max_body=max_body, idempotent=idempotent)
+            target = f"{path}?{qs}" if qs else path
+            if hedge or (hedge is None and method in _READS):
+                response = await self._hedger.request(
+                    lambda: pool.request(method, target, hdrs, body, max_body=max_body,
+                                         idempotent=idempotent), is_throttle)
+            else:
+                response = await pool.request(method, target, hdrs, body, max_body=max_body,
+                                              idempotent=idempotent)
             throttled = is_throttle(response)
+            took = time.monotonic() - started  # the limit's latency signal
         except (OSError, TimeoutError) as e:
             raise TransientStoreError(f"{op} {container}/{key}: no answer ({type(e).__name__}: "
                                       f"{scrub(str(e))[:300]})", f"{container}/{key}") from None
         finally:  # whatever happened (a cancellation too), the place is given back
-            self._limit.release(epoch, throttled)
+            self._limit.release(epoch, throttled, took)
         if whole:
             self._lose(op, f"{container}/{key}")
         return response
@@ -443,16 +463,18 @@ class AzureStore(AsyncStore):
         self._containers_known.add(container)
 
     async def _put(self, container: str, key: str, data: bytes, exclusive: bool, op: str,
-                   metadata: Mapping[str, str] | None = None) -> Response:
+                   metadata: Mapping[str, str] | None = None, hedge: bool = False) -> Response:
         headers = {"x-ms-blob-type": "BlockBlob", "content-type": "application/octet-stream"}
         if exclusive:
             headers["if-none-match"] = "*"  # the service decides, atomically
         for name, value in (metadata or {}).items():
             headers[f"x-ms-meta-{name}"] = value
-        response = await self._send(op, "PUT", container, key, headers=headers, body=data)
+        response = await self._send(op, "PUT", container, key, headers=headers, body=data,
+                                    hedge=hedge)
         if response.status == 404 and response.header("x-ms-error-code") == "ContainerNotFound":
             await self._ensure_container(container)
-            response = await self._send(op, "PUT", container, key, headers=headers, body=data)
+            response = await self._send(op, "PUT", container, key, headers=headers, body=data,
+                                        hedge=hedge)
         return response
 
     async def _write(self, path: str, data: bytes, exclusive: bool) -> None:
@@ -478,12 +500,15 @@ class AzureStore(AsyncStore):
                 raise PathExistsError(f"a file exists where a directory must be: {path}", path)
             return
         if await self._namespace():
+            # creating a directory that exists succeeds: a copy of the request is harmless
             response = await self._send("mkdirs", "PUT", container, key,
-                                        query=(("resource", "directory"),), dfs=True)
+                                        query=(("resource", "directory"),), dfs=True,
+                                        hedge=True)
             if response.status not in (200, 201):
                 raise azure_error(response, path, "create directory")
             return
-        response = await self._put(container, key, b"", True, "mkdirs", {_FOLDER_META: "true"})
+        response = await self._put(container, key, b"", True, "mkdirs", {_FOLDER_META: "true"},
+                                   hedge=True)  # a copy that finds it made answers 409
         # 409: a concurrent creator made it; fine if it made a directory
         if response.status not in (200, 201, 409):
             raise azure_error(response, path, "create directory")

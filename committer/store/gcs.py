@@ -37,6 +37,7 @@ import base64
 import json
 import math
 import os
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -57,6 +58,7 @@ from committer.store.base import FileStatus
 from committer.store.credentials import CONCURRENCY_OPTION, register_options, scrub
 from committer.store.http.connection import BodyTooLarge, ConnectionPool, Origin, Response
 from committer.store.http.gcs_auth import GcsToken
+from committer.store.http.hedge import Hedger
 from committer.store.http.limiter import AdaptiveLimit
 from committer.store.http.loop import wire_loop
 from committer.store.http.multipart import batch_body, new_boundary, parse_batch_response
@@ -72,6 +74,11 @@ BATCH_LIMIT = 100
 _TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 # statuses by which the service says it did not do the request: send it again as is
 _THROTTLE_STATUS = frozenset({429, 503})
+_READS = frozenset({"GET", "HEAD"})
+
+
+def _refused(response: Response) -> bool:
+    return response.status in _THROTTLE_STATUS
 _REWRITE_ROUNDS_LIMIT = 10_000  # a rewrite of a huge object takes several calls; bounded
 _BOUNDARY = "committer-multipart-boundary-7c1f"
 _CHECK_LISTING_LIMIT = 10_000  # entries of one directory listed to check destinations
@@ -159,6 +166,7 @@ class GcsStore(AsyncStore):
         self.fs = fs
         self.concurrency = concurrency
         self._limit = AdaptiveLimit(concurrency)
+        self._hedger = Hedger(self._limit)
         self._probe_lock: asyncio.Lock | None = None
         self.trust_preconditions = trust_preconditions
         self.faults = faults
@@ -178,6 +186,11 @@ class GcsStore(AsyncStore):
     def limit(self) -> AdaptiveLimit:
         """The store's adaptive limit of requests in flight (shared by every batch)."""
         return self._limit
+
+    @property
+    def hedger(self) -> Hedger:
+        """When slow reads get a copy, and how many did (``http/hedge.py``)."""
+        return self._hedger
 
     # -- plumbing ------------------------------------------------------------------------------
 
@@ -206,13 +219,14 @@ class GcsStore(AsyncStore):
     async def _request(
         self, op: str, method: str, url: str, *, params: Mapping[str, str] | None = None,
         body: bytes | None = None, headers: Mapping[str, str] | None = None,
-        limit: int | None = None,
+        limit: int | None = None, hedge: bool | None = None,
     ) -> tuple[int, bytes]:
         """One HTTP request (``url``: the path below the endpoint), no retries; a non-2xx
         answer raises :class:`GcsHttpError`, no answer a ``TransientStoreError``."""
         if self.faults is not None and self.faults.before(op):
             raise GcsHttpError(self.faults.status, "injected: backend busy")
-        response = await self._send(method, url, params, body or b"", headers, limit, op)
+        response = await self._send(method, url, params, body or b"", headers, limit, op,
+                                   hedge=hedge)
         if response.status >= 300:
             raise GcsHttpError(response.status, _error_message(response.body),
                                retry_after=_retry_after(response))
@@ -223,7 +237,9 @@ class GcsStore(AsyncStore):
 
     async def _send(self, method: str, url: str, params: Mapping[str, str] | None, body: bytes,
                     headers: Mapping[str, str] | None, limit: int | None, op: str,
-                    idempotent: bool | None = None) -> Response:
+                    idempotent: bool | None = None, hedge: bool | None = None) -> Response:
+        """``hedge``: a slow request may be raced by a copy (``http/hedge.py``); reads are,
+        by default, and whatever a repetition does not change."""
         pool = self._connections()
         hdrs = dict(await self._token.headers())
         if headers:
@@ -234,16 +250,23 @@ class GcsStore(AsyncStore):
         epoch = self._limit.try_acquire()
         if epoch is None:
             epoch = await self._limit.acquire()
-        throttled = False
+        throttled, took = False, None
+        started = time.monotonic()
         try:
-            response = await pool.request(method, target, hdrs, body, max_body=limit,
-                                          idempotent=idempotent)
+            if hedge or (hedge is None and method in _READS):
+                response = await self._hedger.request(
+                    lambda: pool.request(method, target, hdrs, body, max_body=limit,
+                                         idempotent=idempotent), _refused)
+            else:
+                response = await pool.request(method, target, hdrs, body, max_body=limit,
+                                              idempotent=idempotent)
             throttled = response.status in _THROTTLE_STATUS
+            took = time.monotonic() - started  # the limit's latency signal
         except (OSError, TimeoutError) as e:
             raise TransientStoreError(f"{op} {url}: no answer ({type(e).__name__}: "
                                       f"{scrub(str(e))[:300]})", url) from None
         finally:  # whatever happened (a cancellation too), the place is given back
-            self._limit.release(epoch, throttled)
+            self._limit.release(epoch, throttled, took)
         return response
 
     async def _json(self, op: str, method: str, url: str, **kw: Any) -> dict[str, Any]:
@@ -354,7 +377,7 @@ class GcsStore(AsyncStore):
         self._buckets_known.add(bucket)
 
     async def _upload_object(self, bucket: str, key: str, data: bytes, exclusive: bool,
-                             op: str = "write_bytes") -> None:
+                             op: str = "write_bytes", hedge: bool = False) -> None:
         # Multipart, not a simple media upload: it is the upload kind on which fake-gcs-server
         # enforces ifGenerationMatch=0 too, so exclusive create means the same on both.
         meta = json.dumps({"name": key}).encode()
@@ -371,7 +394,8 @@ class GcsStore(AsyncStore):
         url = f"{self._upload}/b/{quote_name(bucket)}/o"
         headers = {"Content-Type": f"multipart/related; boundary={_BOUNDARY}"}
         try:
-            await self._request(op, "POST", url, params=params, body=body, headers=headers)
+            await self._request(op, "POST", url, params=params, body=body, headers=headers,
+                                hedge=hedge)
         except GcsHttpError as e:
             if e.status != 404:
                 raise
@@ -397,7 +421,8 @@ class GcsStore(AsyncStore):
         try:
             # the "dir/" placeholder object of Hadoop's GCS connector: an empty directory
             # can then be listed
-            await self._upload_object(bucket, key + "/", b"", True, "mkdirs")
+            # (a copy that finds it made answers 412, as a concurrent creator would: hedged)
+            await self._upload_object(bucket, key + "/", b"", True, "mkdirs", hedge=True)
         except GcsHttpError as e:
             if e.status != 412:  # 412: a concurrent creator made it
                 raise

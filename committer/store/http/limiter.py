@@ -11,7 +11,7 @@ limit is additive-increase / multiplicative-decrease, as TCP's congestion window
   before the cut steer nothing;
 - **slow start**: from ``initial``, the limit grows by one per answer that was not refused,
   doubling every round trip, until a window refuses at least ``1/GROWTH`` of its answers (or
-  ``maximum``);
+  ``maximum``), or until the service's latency says more requests only queue (below);
 - **increase**: afterwards by one per ``GROWTH`` answers not refused, about ``1/GROWTH`` of
   itself per round trip.
 
@@ -21,9 +21,18 @@ refusals. A service refusing a few requests whatever the rate costs the limit a 
 window, which growth wins back: with a fixed cut per window instead, 5% of the answers
 refused at random took the limit down to ``minimum`` and 100,000 renames to 13 minutes.
 
-Only throttled answers (the service says it did not do the request) steer the limit; errors
-and lost connections do not. ``maximum`` is the configured concurrency: latency x rate of the
-account (``docs/stores.md``).
+A service that does not refuse but slows down (an emulator answering a few hundred requests a
+second; a client whose own CPU is busy) would otherwise get ``maximum`` requests queued and as
+many connections opened, each a TLS handshake on a real service. So slow start also ends as
+HyStart++ (RFC 9406) ends it: when the fastest answer of a window is slower than the fastest
+of the window before by an eighth (at least 4 ms, at most 16 ms), every request is waiting
+in a queue. Growth then goes on at a quarter of its pace for a few windows and returns to
+slow start if the latency falls back (the exit was a passing hiccup), else continues as
+the increase below.
+
+Only throttled answers (the service says it did not do the request) cut the limit; errors
+and lost connections do not, nor does latency. ``maximum`` is the configured concurrency:
+latency x rate of the account (``docs/stores.md``).
 """
 
 from __future__ import annotations
@@ -38,6 +47,14 @@ __all__ = ["AdaptiveLimit"]
 GROWTH = 16
 #: the most one window's refusals cut the limit by
 MAX_CUT = 0.5
+#: HyStart++'s constants (RFC 9406): answers a window needs to judge its latency, the rise
+#: that ends slow start (an eighth of the last window's fastest, within these bounds), and
+#: the conservative slow start after it (windows, and growth one per this many answers)
+RTT_SAMPLES = 8
+RTT_RISE_MIN_S = 0.004
+RTT_RISE_MAX_S = 0.016
+CSS_WINDOWS = 5
+CSS_STEP = 4
 
 
 class AdaptiveLimit:
@@ -51,6 +68,11 @@ class AdaptiveLimit:
         self.limit = max(self.minimum, min(initial, maximum))
         self.in_flight = 0
         self._slow_start = True
+        self._css = 0  # windows of conservative slow start left (0: not in it)
+        self._css_baseline = 0.0  # the fastest answer of the window that ended slow start
+        self._fastest = float("inf")  # the fastest answer of this window, and how many timed
+        self._timed = 0
+        self._last_fastest: float | None = None  # of the window before
         self._credit = 0
         self._epoch = 0  # bumped at every cut; a request remembers the epoch it was sent in
         # answers, and refusals among them, to requests sent in this epoch's current window
@@ -58,9 +80,10 @@ class AdaptiveLimit:
         self._refused = 0.0
         self._window = self.limit  # answers that make this window: the limit as it began
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
-        #: throttled answers seen, cuts made (statistics)
+        #: throttled answers seen, cuts made, slow starts ended by latency (statistics)
         self.throttled = 0
         self.cuts = 0
+        self.delay_exits = 0
         #: (monotonic time, limit) at each change, for reports; bounded
         self.history: collections.deque[tuple[float, int]] = collections.deque(maxlen=10_000)
 
@@ -91,19 +114,24 @@ class AdaptiveLimit:
             raise
         return self._epoch
 
-    def release(self, epoch: int, throttled: bool = False) -> None:
-        """A request sent in ``epoch`` is answered (``throttled``: the service refused it)."""
+    def release(self, epoch: int, throttled: bool = False, seconds: float | None = None
+                ) -> None:
+        """A request sent in ``epoch`` is answered (``throttled``: the service refused it;
+        ``seconds``: how long the answer took, when it came)."""
         self.in_flight -= 1
         if throttled:
             self.throttled += 1
         elif self.limit < self.maximum:
             self._credit += 1
-            step = 1 if self._slow_start else GROWTH
+            step = (CSS_STEP if self._css else 1) if self._slow_start else GROWTH
             if self._credit >= step:
                 self._credit = 0
                 self.limit += 1
                 self._note()
         if epoch == self._epoch:
+            if seconds is not None and self._slow_start:
+                self._timed += 1
+                self._fastest = min(self._fastest, seconds)
             self._answer(throttled)
         self._wake()
 
@@ -126,11 +154,33 @@ class AdaptiveLimit:
             return
         share = self._refused / self._answered
         self._answered, self._refused = 0, 0.0
+        if self._slow_start:
+            self._judge_latency()
         if share:
             if share * GROWTH >= 1:
                 self._slow_start = False
             self._cut(min(MAX_CUT, share))
         self._window = self.limit
+
+    def _judge_latency(self) -> None:
+        """At the end of a window in slow start: HyStart++'s test of its fastest answer."""
+        fastest, timed = self._fastest, self._timed
+        self._fastest, self._timed = float("inf"), 0
+        if timed < RTT_SAMPLES:
+            return
+        last, self._last_fastest = self._last_fastest, fastest
+        if self._css:
+            if fastest < self._css_baseline:
+                self._css = 0  # the latency fell back: the exit was spurious
+            else:
+                self._css -= 1
+                if not self._css:
+                    self._slow_start = False
+            return
+        if last is not None and fastest >= last + min(max(last / 8, RTT_RISE_MIN_S),
+                                                       RTT_RISE_MAX_S):
+            self._css, self._css_baseline = CSS_WINDOWS, fastest
+            self.delay_exits += 1
 
     def _cut(self, share: float) -> None:
         """Take ``share`` of the limit off (rounded, at least one), not below the minimum."""

@@ -128,3 +128,54 @@ def test_a_batch_s_throttled_sub_requests_count_as_their_share_of_a_refusal() ->
     asyncio.run(main())
     with pytest.raises(ValueError):
         AdaptiveLimit(0)
+
+
+def _window(limit: AdaptiveLimit, seconds: float, jitter: float = 0.0) -> None:
+    """One window of answers (as many as the limit), the fastest ``seconds``, the rest up to
+    ``jitter`` slower."""
+    async def main() -> None:
+        n = limit.limit
+        epochs = [await limit.acquire() for _ in range(n)]
+        for i, e in enumerate(epochs):
+            limit.release(e, seconds=seconds + jitter * (i % 7) / 7)
+
+    asyncio.run(main())
+
+
+def test_slow_start_ends_when_every_answer_waits_longer_and_growth_goes_on_slowly() -> None:
+    limit = AdaptiveLimit(100_000, initial=16)
+    _window(limit, 0.020, jitter=0.1)
+    _window(limit, 0.021, jitter=0.1)  # within an eighth / 4 ms: still slow start
+    assert limit.limit == 64 and limit.delay_exits == 0
+    _window(limit, 0.030, jitter=0.1)  # the fastest answer 9 ms slower: a queue
+    assert limit.delay_exits == 1 and limit.limit == 128
+    _window(limit, 0.031)  # conservative slow start: a quarter of the pace
+    assert limit.limit == 160
+    for _ in range(4):
+        _window(limit, 0.031)
+    before = limit.limit
+    _window(limit, 0.031)  # then the increase of one per GROWTH answers
+    assert limit.limit == before + before // GROWTH and limit.cuts == 0
+
+
+def test_a_latency_that_falls_back_resumes_slow_start() -> None:
+    limit = AdaptiveLimit(100_000, initial=16)
+    _window(limit, 0.020)
+    _window(limit, 0.040)  # a passing hiccup (a pause of the client, say)
+    assert limit.delay_exits == 1 and limit.limit == 64
+    _window(limit, 0.020)  # below the exit's latency again: the exit was spurious
+    _window(limit, 0.020)
+    assert limit.limit == 64 + 64 // 4 + 80  # one window at a quarter, then doubling again
+
+
+def test_answers_without_a_latency_leave_slow_start_to_the_refusals() -> None:
+    limit = AdaptiveLimit(1_000, initial=16)
+
+    async def main() -> None:
+        while limit.limit < limit.maximum:
+            epochs = [await limit.acquire() for _ in range(limit.limit)]
+            for e in epochs:
+                limit.release(e)
+
+    asyncio.run(main())
+    assert limit.limit == 1_000 and limit.delay_exits == 0

@@ -1,0 +1,95 @@
+"""The garbage collector during a commit: the objects alive before it (and its plan) are not
+walked by full collections, young collections are rarer, and the collector is left exactly
+as the commit found it, whoever else froze objects or ran commits beside it."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import weakref
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from committer.job.collector import YOUNG_THRESHOLD, spare_now, spare_old_objects
+from tests.committer.helpers import new_job, task_attempt, visible_files
+
+
+@pytest.fixture(autouse=True)
+def _collector_as_found() -> Iterator[None]:
+    thresholds = gc.get_threshold()
+    assert gc.get_freeze_count() == 0
+    yield
+    gc.unfreeze()
+    gc.set_threshold(*thresholds)
+
+
+def test_objects_alive_before_the_block_are_spared_then_given_back() -> None:
+    old = [[i] for i in range(1000)]  # noqa: F841 - alive across the block
+    thresholds = gc.get_threshold()
+    with spare_old_objects():
+        assert gc.get_freeze_count() >= 1000
+        assert gc.get_threshold()[0] == YOUNG_THRESHOLD
+        frozen = gc.get_freeze_count()
+        plan = [[i] for i in range(500)]  # noqa: F841 - the plan, built inside
+        spare_now()
+        assert gc.get_freeze_count() >= frozen + 500
+    assert gc.get_freeze_count() == 0
+    assert gc.get_threshold() == thresholds
+
+
+def test_garbage_cycles_frozen_during_the_block_are_collected_after_it() -> None:
+    class Node:
+        other: object
+
+    with spare_old_objects():
+        a, b = Node(), Node()
+        a.other, b.other = b, a
+        spare_now()
+        gone = weakref.ref(a)
+        del a, b
+        gc.collect()
+        assert gone() is not None  # a cycle of spared objects: kept while the block runs
+    gc.collect()
+    assert gone() is None
+    assert gc.get_freeze_count() == 0
+
+
+def test_nested_and_concurrent_blocks_give_back_only_when_the_last_ends() -> None:
+    inner_done = threading.Event()
+    outer_may_end = threading.Event()
+
+    def other_commit() -> None:
+        with spare_old_objects():
+            inner_done.set()
+            outer_may_end.wait(5)
+
+    with spare_old_objects():
+        worker = threading.Thread(target=other_commit)
+        worker.start()
+        assert inner_done.wait(5)
+    assert gc.get_freeze_count() > 0  # the other commit is still running
+    outer_may_end.set()
+    worker.join(5)
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_process_that_freezes_objects_itself_is_left_alone() -> None:
+    gc.freeze()
+    mine = gc.get_freeze_count()
+    with spare_old_objects():
+        spare_now()
+        assert gc.get_freeze_count() == mine
+    assert gc.get_freeze_count() == mine
+
+
+def test_a_commit_leaves_the_collector_as_it_found_it(tmp_path: Path) -> None:
+    gc.set_threshold(500, 7, 9)
+    dest = tmp_path / "out"
+    job = new_job(dest)
+    ta = task_attempt(dest, 0, 0, {"p=1/a.csv": b"a"})
+    ta.commit()
+    job.commit({ta.task_id: ta.task_attempt_id})
+    assert visible_files(dest) == {"p=1/a.csv": b"a"}
+    assert gc.get_threshold() == (500, 7, 9) and gc.get_freeze_count() == 0

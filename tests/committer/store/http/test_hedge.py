@@ -1,0 +1,157 @@
+"""Hedged requests: a copy of a request slower than the recent 95th percentile, the first
+answer taken, the loser cancelled, the limit's places given back, copies kept rare."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import pytest
+
+from committer.store.http.connection import Response
+from committer.store.http.hedge import BURST, MIN_SAMPLES, SHARE, Hedger
+from committer.store.http.limiter import AdaptiveLimit
+
+
+def _never_refused(_: Response) -> bool:
+    return False
+
+
+class _Service:
+    """Answers each request after the delay its turn is given; records what was cancelled."""
+
+    def __init__(self, delays: list[float], errors: tuple[int, ...] = ()) -> None:
+        self.delays = delays
+        self.errors = errors
+        self.sent = 0
+        self.cancelled = 0
+
+    def send(self) -> Callable[[], Coroutine[Any, Any, Response]]:
+        async def one() -> Response:
+            n = self.sent
+            self.sent += 1
+            try:
+                await asyncio.sleep(self.delays[n % len(self.delays)])
+            except asyncio.CancelledError:
+                self.cancelled += 1
+                raise
+            if n in self.errors:
+                raise ConnectionResetError(f"request {n} lost")
+            return Response(200, "OK", {"x-request": str(n)}, b"")
+        return one
+
+
+def _hedger(delay: float | None, limit: AdaptiveLimit | None = None) -> Hedger:
+    hedger = Hedger(limit or AdaptiveLimit(100))
+    hedger.delay = delay
+    return hedger
+
+
+def test_a_slow_request_is_raced_by_a_copy_whose_answer_is_taken() -> None:
+    limit = AdaptiveLimit(100)
+    hedger = _hedger(0.01, limit)
+    service = _Service([5.0, 0.01])
+
+    async def main() -> Response:
+        return await hedger.request(service.send(), _never_refused)
+
+    response = asyncio.run(asyncio.wait_for(main(), 2.0))
+    assert response.header("x-request") == "1"
+    assert service.sent == 2 and service.cancelled == 1
+    assert (hedger.hedged, hedger.won) == (1, 1)
+    assert limit.in_flight == 0  # the copy's place is given back
+
+
+def test_a_request_answered_in_time_gets_no_copy() -> None:
+    hedger = _hedger(0.5)
+    service = _Service([0.0])
+    response = asyncio.run(hedger.request(service.send(), _never_refused))
+    assert response.header("x-request") == "0"
+    assert service.sent == 1 and hedger.hedged == 0
+
+
+def test_the_first_answer_wins_when_it_comes_before_the_copy() -> None:
+    hedger = _hedger(0.01)
+    service = _Service([0.05, 5.0])
+    response = asyncio.run(asyncio.wait_for(hedger.request(service.send(), _never_refused), 2))
+    assert response.header("x-request") == "0"
+    assert service.cancelled == 1 and (hedger.hedged, hedger.won) == (1, 0)
+
+
+def test_a_failed_copy_does_not_hide_the_first_answer_nor_the_reverse() -> None:
+    hedger = _hedger(0.01)
+    service = _Service([0.05, 0.0], errors=(1,))  # the copy fails at once
+    response = asyncio.run(hedger.request(service.send(), _never_refused))
+    assert response.header("x-request") == "0"
+    service = _Service([0.02, 0.05], errors=(0,))  # the first fails after the copy is sent
+    response = asyncio.run(hedger.request(service.send(), _never_refused))
+    assert response.header("x-request") == "1"
+
+
+def test_when_both_fail_the_first_error_is_raised() -> None:
+    limit = AdaptiveLimit(100)
+    hedger = _hedger(0.01, limit)
+    service = _Service([0.02, 0.03], errors=(0, 1))
+    with pytest.raises(ConnectionResetError, match="request 0 lost"):
+        asyncio.run(hedger.request(service.send(), _never_refused))
+    assert limit.in_flight == 0
+
+
+def test_no_copy_without_a_free_place_in_the_limit() -> None:
+    limit = AdaptiveLimit(1, initial=1, minimum=1)
+    hedger = _hedger(0.01, limit)
+    service = _Service([0.05])
+
+    async def main() -> Response:
+        epoch = await limit.acquire()  # the caller's place for the first: the only one
+        try:
+            return await hedger.request(service.send(), _never_refused)
+        finally:
+            limit.release(epoch)
+
+    assert asyncio.run(main()).header("x-request") == "0"
+    assert service.sent == 1 and hedger.hedged == 0
+
+
+def test_copies_stay_a_small_share_of_the_requests() -> None:
+    hedger = _hedger(0.001)
+    service = _Service([0.005] * 1000)
+
+    async def main() -> None:
+        await asyncio.gather(*(hedger.request(service.send(), _never_refused)
+                               for _ in range(200)))
+
+    asyncio.run(main())
+    assert hedger.requests == 200
+    assert 1 <= hedger.hedged <= SHARE * 200 + BURST
+
+
+def test_the_delay_is_learnt_as_the_recent_95th_percentile() -> None:
+    hedger = Hedger(AdaptiveLimit(100))
+    delays = [0.001 * (i % 100 + 1) for i in range(MIN_SAMPLES * 2)]  # 1..100 ms
+    service = _Service(delays)
+
+    async def main() -> None:
+        for _ in range(len(delays)):
+            await hedger.request(service.send(), _never_refused)
+
+    assert hedger.delay is None
+    asyncio.run(main())
+    assert hedger.delay is not None and 0.085 <= hedger.delay <= 0.12
+
+
+def test_a_cancelled_caller_cancels_both_copies() -> None:
+    limit = AdaptiveLimit(100)
+    hedger = _hedger(0.01, limit)
+    service = _Service([5.0, 5.0])
+
+    async def main() -> None:
+        task = asyncio.ensure_future(hedger.request(service.send(), _never_refused))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert service.cancelled == 2 and limit.in_flight == 0
