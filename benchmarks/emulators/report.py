@@ -211,9 +211,11 @@ def render_markdown(doc: dict[str, Any], plots: list[Path], image_dir: str = "")
         "- *this committer*: `JobCommitter.commit()` (manifests, directories, renames, "
         "`_SUCCESS`, cleanup);",
         "- *raw ceiling*: only the rename requests (copy, then delete) issued directly on one "
-        "event loop exactly as the committer's backend issues them (same SDK client / JSON "
-        "call, connection pool above the concurrency, no retries, a pending copy polled), "
-        "with no committer logic: nothing read, checked or retried;",
+        "event loop exactly as the committer's backend issues them, on the committer's own "
+        "lean HTTP client (`committer/store/http`: the same signing, requests and batches, a "
+        "connection pool above the concurrency, a pending copy polled, a request the "
+        "emulator's reset connection lost sent again), with no committer logic: nothing read, "
+        "checked, or retried for any other failure;",
         "- *naive mv loop*: `for src, dst in pairs: fs.mv(src, dst)` with adlfs / gcsfs;",
         "- *v1-style commit*: FileOutputCommitter v1's job commit done sequentially "
         "(tree walk per task, rename per file, `_SUCCESS`, delete `_temporary`).",
