@@ -158,7 +158,7 @@ class AdaptiveLimit:
             self._judge_latency()
         if share:
             if share * GROWTH >= 1:
-                self._slow_start = False
+                self._slow_start, self._css = False, 0
             self._cut(min(MAX_CUT, share))
         self._window = self.limit
 
