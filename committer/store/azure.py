@@ -31,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Coroutine, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
@@ -54,7 +54,7 @@ from committer.store.base import FileStatus, Store
 from committer.store.credentials import CONCURRENCY_OPTION, register_options, scrub
 from committer.store.http.azure_auth import AzureAuth, SharedKey, azure_auth, http_date
 from committer.store.http.connection import BodyTooLarge, ConnectionPool, Response
-from committer.store.http.hedge import Hedger
+from committer.store.http.hedge import Hedger, hedged
 from committer.store.http.limiter import AdaptiveLimit
 from committer.store.http.loop import wire_loop
 from committer.store.http.multipart import batch_body, new_boundary
@@ -75,7 +75,6 @@ _FOLDER_META = "hdi_isfolder"
 _LIST_PAGE = 5000
 _DETECT_ATTEMPTS = 3  # Get Account Information, when it fails transiently
 _DETECT_RETRY_DELAY_S = 0.2
-_READS = frozenset({"GET", "HEAD"})
 
 
 class AzureStore(AsyncStore):
@@ -235,13 +234,13 @@ class AzureStore(AsyncStore):
         started = time.monotonic()
         try:
             target = f"{path}?{qs}" if qs else path
-            if hedge or (hedge is None and method in _READS):
-                response = await self._hedger.request(
-                    lambda: pool.request(method, target, hdrs, body, max_body=max_body,
-                                         idempotent=idempotent), is_throttle)
-            else:
-                response = await pool.request(method, target, hdrs, body, max_body=max_body,
-                                              idempotent=idempotent)
+
+            def send() -> Coroutine[Any, Any, Response]:
+                return pool.request(method, target, hdrs, body, max_body=max_body,
+                                    idempotent=idempotent)
+
+            response = await (self._hedger.request(send, is_throttle) if hedged(method, hedge)
+                              else send())
             throttled = is_throttle(response)
             took = time.monotonic() - started  # the limit's latency signal
         except (OSError, TimeoutError) as e:

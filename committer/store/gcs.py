@@ -39,7 +39,7 @@ import math
 import os
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -58,7 +58,7 @@ from committer.store.base import FileStatus
 from committer.store.credentials import CONCURRENCY_OPTION, register_options, scrub
 from committer.store.http.connection import BodyTooLarge, ConnectionPool, Origin, Response
 from committer.store.http.gcs_auth import GcsToken
-from committer.store.http.hedge import Hedger
+from committer.store.http.hedge import Hedger, hedged
 from committer.store.http.limiter import AdaptiveLimit
 from committer.store.http.loop import wire_loop
 from committer.store.http.multipart import batch_body, new_boundary, parse_batch_response
@@ -74,7 +74,6 @@ BATCH_LIMIT = 100
 _TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
 # statuses by which the service says it did not do the request: send it again as is
 _THROTTLE_STATUS = frozenset({429, 503})
-_READS = frozenset({"GET", "HEAD"})
 
 
 def _refused(response: Response) -> bool:
@@ -253,13 +252,12 @@ class GcsStore(AsyncStore):
         throttled, took = False, None
         started = time.monotonic()
         try:
-            if hedge or (hedge is None and method in _READS):
-                response = await self._hedger.request(
-                    lambda: pool.request(method, target, hdrs, body, max_body=limit,
-                                         idempotent=idempotent), _refused)
-            else:
-                response = await pool.request(method, target, hdrs, body, max_body=limit,
-                                              idempotent=idempotent)
+            def send() -> Coroutine[Any, Any, Response]:
+                return pool.request(method, target, hdrs, body, max_body=limit,
+                                    idempotent=idempotent)
+
+            response = await (self._hedger.request(send, _refused) if hedged(method, hedge)
+                              else send())
             throttled = response.status in _THROTTLE_STATUS
             took = time.monotonic() - started  # the limit's latency signal
         except (OSError, TimeoutError) as e:

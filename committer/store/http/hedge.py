@@ -24,7 +24,9 @@ from typing import Any
 from committer.store.http.connection import Response
 from committer.store.http.limiter import AdaptiveLimit
 
-__all__ = ["Hedger"]
+__all__ = ["Hedger", "hedged"]
+
+READS = frozenset({"GET", "HEAD"})
 
 #: at most this share of the requests are copies, beyond the first few
 SHARE = 0.05
@@ -37,6 +39,12 @@ REFRESH = 64
 #: no estimate before this many answers; no copy sooner than this (seconds)
 MIN_SAMPLES = 64
 FLOOR_S = 0.002
+
+
+def hedged(method: str, hedge: bool | None) -> bool:
+    """Whether a request may be raced by a copy: as its sender says (``hedge``), else if it
+    is a read."""
+    return hedge if hedge is not None else method in READS
 
 
 class Hedger:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from committer.store.http.connection import Response
-from committer.store.http.hedge import BURST, MIN_SAMPLES, SHARE, Hedger
+from committer.store.http.hedge import BURST, MIN_SAMPLES, SHARE, Hedger, hedged
 from committer.store.http.limiter import AdaptiveLimit
 
 
@@ -155,3 +155,9 @@ def test_a_cancelled_caller_cancels_both_copies() -> None:
 
     asyncio.run(main())
     assert service.cancelled == 2 and limit.in_flight == 0
+
+
+def test_reads_are_hedged_by_default_and_a_sender_may_say_otherwise() -> None:
+    assert hedged("GET", None) and hedged("HEAD", None)
+    assert not hedged("PUT", None) and not hedged("POST", None) and not hedged("DELETE", None)
+    assert hedged("PUT", True) and not hedged("GET", False)
