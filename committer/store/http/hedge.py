@@ -103,8 +103,11 @@ class Hedger:
                 if not task.done():
                     task.cancel()
             await asyncio.wait((first, second))
-            copy = second.result() if second.done() and not second.cancelled() \
-                and second.exception() is None else None
+            for task in (first, second):  # the loser's failure is retrieved, not logged
+                if not task.cancelled():
+                    task.exception()
+            copy = second.result() if not second.cancelled() and second.exception() is None \
+                else None
             self._limit.release(epoch, copy is not None and throttled(copy))
         self.won += winner is second
         # at least the delay, so still a sample of the tail the percentile is taken from

@@ -161,3 +161,4 @@ def test_reads_are_hedged_by_default_and_a_sender_may_say_otherwise() -> None:
     assert hedged("GET", None) and hedged("HEAD", None)
     assert not hedged("PUT", None) and not hedged("POST", None) and not hedged("DELETE", None)
     assert hedged("PUT", True) and not hedged("GET", False)
+
