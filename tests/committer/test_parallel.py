@@ -13,6 +13,33 @@ import pytest
 from committer.parallel import fetched_as_done, prefetched, run_parallel, run_pulled
 
 
+class _Fetch:
+    """A fetch that records how many ran at once and which finished; it takes ``slow_s``
+    for item 0, ``sleep_s`` for the others, and fails on ``fail_at``."""
+
+    def __init__(self, sleep_s: float = 0.002, slow_s: float | None = None,
+                 fail_at: int | None = None) -> None:
+        self.sleep_s = sleep_s
+        self.slow_s = sleep_s if slow_s is None else slow_s
+        self.fail_at = fail_at
+        self.running = 0
+        self.most = 0
+        self.finished: list[int] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, i: int) -> int:
+        if i == self.fail_at:
+            raise ValueError(f"item {i}")
+        with self._lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+        time.sleep(self.slow_s if i == 0 else self.sleep_s)
+        with self._lock:
+            self.running -= 1
+            self.finished.append(i)
+        return i * 3
+
+
 @pytest.mark.parametrize("runner", ["pulled", "windowed"])
 def test_every_item_once_and_results_on_the_calling_thread(runner: str) -> None:
     seen: list[int] = []
@@ -64,44 +91,23 @@ def test_pulled_with_nothing_to_do() -> None:
 
 
 def test_prefetched_yields_every_item_in_order_with_reads_ahead() -> None:
-    running = 0
-    most = 0
-    lock = threading.Lock()
-
-    def fetch(i: int) -> int:
-        nonlocal running, most
-        with lock:
-            running += 1
-            most = max(most, running)
-        time.sleep(0.002)
-        with lock:
-            running -= 1
-        return i * 3
-
+    fetch = _Fetch()
     with ThreadPoolExecutor(8) as pool:
         got = list(prefetched(pool, range(200), fetch, window=4))
     assert got == [(i, i * 3) for i in range(200)]
-    assert 1 < most <= 4
+    assert 1 < fetch.most <= 4
 
 
 def test_prefetched_raises_a_failed_fetch_in_its_turn_and_leaves_no_fetch_running() -> None:
-    finished: list[int] = []
-
-    def fetch(i: int) -> int:
-        if i == 5:
-            raise ValueError("item 5")
-        time.sleep(0.005)
-        finished.append(i)
-        return i
-
+    fetch = _Fetch(sleep_s=0.005, fail_at=5)
     consumed: list[int] = []
     with ThreadPoolExecutor(4) as pool:
         with pytest.raises(ValueError, match="item 5"):
             for item, _ in prefetched(pool, range(1000), fetch, window=4):
                 consumed.append(item)
-        settled = len(finished)
+        settled = len(fetch.finished)
         time.sleep(0.05)
-        assert len(finished) == settled  # nothing was still running behind the caller
+        assert len(fetch.finished) == settled  # nothing was still running behind the caller
     assert consumed == [0, 1, 2, 3, 4]
     assert settled < 20
 
@@ -126,43 +132,21 @@ def test_fetching_left_early_waits_for_the_fetches_in_flight(fetched: Any) -> No
 
 
 def test_fetched_as_done_yields_every_item_as_its_fetch_finishes_within_the_window() -> None:
-    running = 0
-    most = 0
-    lock = threading.Lock()
-
-    def fetch(i: int) -> int:
-        nonlocal running, most
-        with lock:
-            running += 1
-            most = max(most, running)
-        time.sleep(0.05 if i == 0 else 0.002)  # the first read is in the latency tail
-        with lock:
-            running -= 1
-        return i * 3
-
+    fetch = _Fetch(slow_s=0.05)  # the first read is in the latency tail
     with ThreadPoolExecutor(8) as pool:
         got = list(fetched_as_done(pool, range(200), fetch, window=4))
     assert sorted(got) == [(i, i * 3) for i in range(200)]
     assert got[0] != (0, 0)  # the slow one held back none of the others
-    assert 1 < most <= 4
+    assert 1 < fetch.most <= 4
 
 
 def test_fetched_as_done_raises_a_failed_fetch_and_leaves_no_fetch_running() -> None:
-    finished: list[int] = []
-
-    def fetch(i: int) -> int:
-        if i == 5:
-            raise ValueError("item 5")
-        time.sleep(0.005)
-        finished.append(i)
-        return i
-
+    fetch = _Fetch(sleep_s=0.005, fail_at=5)
     with ThreadPoolExecutor(4) as pool:
         with pytest.raises(ValueError, match="item 5"):
             for _ in fetched_as_done(pool, range(1000), fetch, window=4):
                 pass
-        settled = len(finished)
+        settled = len(fetch.finished)
         time.sleep(0.05)
-        assert len(finished) == settled  # nothing was still running behind the caller
+        assert len(fetch.finished) == settled  # nothing was still running behind the caller
     assert settled < 20
-
