@@ -463,7 +463,11 @@ class ConnectionPool:
                     continue
                 raise
             except asyncio.CancelledError:
-                conn._abort()
+                # only while the connection still serves this request: once its answer is
+                # in, the connection is back in the pool (a hedged read's loser is cancelled
+                # then), perhaps already carrying the next request
+                if conn._waiter is waiter:
+                    conn._abort()
                 raise
         raise AssertionError("unreachable")
 

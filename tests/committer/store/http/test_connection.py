@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
+from typing import Any
 
 import pytest
 
@@ -262,4 +263,44 @@ def test_chunked_framing_wins_over_a_content_length() -> None:
         async with serving(lambda head: reply) as (_, pool):
             assert (await pool.request("GET", "/", {})).body == b"hello"
             assert (await pool.request("GET", "/", {})).body == b"hello"
+    run(main)
+
+
+def test_a_request_cancelled_after_its_answer_leaves_the_connection_to_the_next() -> None:
+    """A hedged request's loser may be cancelled after its answer came and its connection
+    went back to the pool (or on to another request): the cancellation must not close it."""
+    cancelled: list[asyncio.Task[Response]] = []
+
+    class CancelOnRelease(ConnectionPool):
+        def _release(self, conn: Any) -> None:
+            super()._release(conn)
+            if cancelled and not cancelled[0].done():
+                cancelled[0].cancel()  # the answer is in, the request not yet resumed
+
+    async def main() -> None:
+        async with serving(lambda head: ok(b"x")) as (server, _):
+            pool = CancelOnRelease(Origin("http", "127.0.0.1", server.port), 4)
+            try:
+                first = asyncio.ensure_future(pool.request("GET", "/", {}))
+                cancelled.append(first)
+                with pytest.raises(asyncio.CancelledError):
+                    await first
+                assert (await pool.request("PUT", "/", {}, b"data")).body == b"x"
+                assert pool.connections_opened == 1 and server.connections == 1
+            finally:
+                await pool.close()
+    run(main)
+
+
+def test_a_request_cancelled_in_flight_closes_its_connection() -> None:
+    async def main() -> None:
+        async with serving(lambda head: [b"HTTP/1.1 200 OK\r\n", b"Content-Length: 1\r\n\r\nx"]
+                           if head.startswith(b"GET /slow") else ok(b"y")) as (_, pool):
+            slow = asyncio.ensure_future(pool.request("GET", "/slow", {}))
+            await asyncio.sleep(0.002)  # sent; the answer's head is not complete yet
+            slow.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await slow
+            assert (await pool.request("GET", "/", {})).body == b"y"
+            assert pool.connections_opened == 2  # its answer would have been the next's
     run(main)
