@@ -20,13 +20,14 @@ import atexit
 import concurrent.futures
 import contextlib
 import io
+import random
 import threading
 import weakref
 from abc import abstractmethod
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import Any, BinaryIO, Protocol, TypeVar
 
-from committer.errors import StoreError
+from committer.errors import StoreError, TransientStoreError
 from committer.store.base import FileStatus, Store
 from committer.store.http import loop as _loop
 
@@ -36,6 +37,10 @@ R = TypeVar("R")
 
 #: how long closing a store waits for its loop (a wedged loop must not hang the caller)
 CLOSE_TIMEOUT_S = 10.0
+#: rounds in which a batch of renames sends again the sources' deletes the service refused,
+#: and the longest wait before one (a hostile Retry-After cannot stall the batch for long)
+SOURCE_DELETE_ROUNDS = 3
+SOURCE_DELETE_MAX_WAIT_S = 10.0
 
 
 def run(loop: asyncio.AbstractEventLoop, fn: Callable[..., Coroutine[Any, Any, T]],
@@ -212,6 +217,8 @@ class AsyncStore(Store):
     """
 
     native_batches = True
+    #: renamed sources' deletes sent again after the service refused them (statistics)
+    source_deletes_sent_again = 0
     _loop: asyncio.AbstractEventLoop
     _resources: AsyncResources
     concurrency: int = 256
@@ -242,6 +249,35 @@ class AsyncStore(Store):
     def resources(self) -> list[Any]:
         """The connection pools this store holds open (for tests and diagnostics)."""
         return self._resources.items()
+
+    async def _delete_sources(
+        self, sources: Sequence[X],
+        delete_many: Callable[[Sequence[X]], Awaitable[list[BaseException | None]]],
+    ) -> list[BaseException | None]:
+        """The deletes of renamed sources whose copy is done (``delete_many``: one result per
+        source). Those the service refused (throttled: not done) are sent again here, after
+        the wait it asked for, up to ``SOURCE_DELETE_ROUNDS`` times: failed to the managed
+        store, the whole rename would be sent again, find its own copy at the destination and
+        have to prove it the source's (two reads) before the delete."""
+        results = await delete_many(sources)
+        for attempt in range(SOURCE_DELETE_ROUNDS):
+            refused: list[int] = []
+            wait = 0.0
+            for k, error in enumerate(results):
+                if isinstance(error, Exception):
+                    known = error if isinstance(error, StoreError) else self._classify(error, "")
+                    if isinstance(known, TransientStoreError) and known.throttled:
+                        refused.append(k)
+                        wait = max(wait, known.retry_after or 0.0)
+            if not refused:
+                break
+            self.source_deletes_sent_again += len(refused)
+            backoff = random.uniform(0.0, 0.05 * 2 ** attempt)
+            await asyncio.sleep(min(max(wait, backoff), SOURCE_DELETE_MAX_WAIT_S))
+            again = await delete_many([sources[k] for k in refused])
+            for k, error in zip(refused, again, strict=True):
+                results[k] = error
+        return results
 
     @abstractmethod
     def _classify(self, error: Exception, path: str) -> StoreError:

@@ -81,6 +81,7 @@ class AzureStore(AsyncStore):
     """One Azure storage account: its Blob endpoint and, with a namespace, its Data Lake one."""
 
     supports_etags = True
+    writes_whole = True  # one Put Blob request
 
     def __init__(
         self,
@@ -639,7 +640,8 @@ class AzureStore(AsyncStore):
 
         results = await map_bounded(copy, range(len(pairs)), self._batch_workers)
         to_delete = [i for i, r in enumerate(results) if r is None and sources[i] is not None]
-        deleted = await self._delete_many([sources[i] for i in to_delete])  # type: ignore[misc]
+        doomed = [s for i in to_delete if (s := sources[i]) is not None]
+        deleted = await self._delete_sources(doomed, self._delete_many)
         for i, error in zip(to_delete, deleted, strict=True):
             results[i] = error
         for i, r in enumerate(results):

@@ -5,8 +5,10 @@ gcsfs supplies authentication (service-account key file, application default cre
 (``http/``), one attempt each, on pooled connections under the store's adaptive concurrency
 limit, so that throttling is retried and counted once, by the managed store (gcsfs's
 ``_request`` would retry 5xx six times with sleeps of up to 32 s, invisibly). The token is kept
-until shortly before it expires (``http/gcs_auth.py``). In a batch of renames the sources'
-deletes go out through the JSON API's batch endpoint, up to 100 to a request.
+until shortly before it expires (``http/gcs_auth.py``). In a batch of renames the rewrites, then
+the sources' deletes, go out through the JSON API's batch endpoint, up to 100 to a request
+(each still counts against the bucket's rate; Apache Beam's GCS client batches rewrites so
+too): the client sends, waits for and parses one request per hundred files.
 
 It constructs ``gcsfs.core.GCSFileSystem`` directly: gcsfs 2026.10's default "extended"
 filesystem probes each bucket over gRPC with TLS, which against a plain-http endpoint retries
@@ -18,7 +20,11 @@ Renames:
 - where the store does not support it (answers 400/501, as fake-gcs-server does; remembered per
   store), **rewrite then delete**: ``rewriteTo`` with ``ifGenerationMatch=0`` (never replaces),
   then ``DELETE`` of the source (pinned with ``ifGenerationMatch`` to the generation read when
-  a conflict check read it). Not atomic: both names exist between the two requests.
+  a conflict check read it). Not atomic: both names exist between the two requests. A batch
+  of renames sends its rewrites and deletes in batch requests; a part's answer is settled as
+  the single request's would be (a rewrite that is not done in one call goes on alone with its
+  token; a destination found is proven to be an earlier attempt's copy or is a conflict), and
+  deletes the service refused are sent again before the renames are reported.
 A rewrite gives the destination a new generation, and on the real service a new etag (the etag
 encodes the generation; fake-gcs-server keeps it), so an ambiguous rename is proven by the MD5
 (or CRC32C for composite objects) and size, which a rewrite keeps.
@@ -149,6 +155,7 @@ class GcsStore(AsyncStore):
     name = "gs"
     supports_etags = True
     flat_walk = True
+    writes_whole = True  # one upload request
     # A rewrite changes the generation and (on the service) the etag: see the module doc.
     rename_keeps_etag = False
 
@@ -495,18 +502,10 @@ class GcsStore(AsyncStore):
                     await self._complete_half_done(sb, sk, dk, src, dst, found)
                     return None
             params: dict[str, str] = {} if replace else {"ifGenerationMatch": "0"}
-            url = (f"{self._api}/{self._obj(sb, sk)}/rewriteTo/"
-                   f"{self._obj(db, dk)}")
+            url = self._rewrite_url(sb, sk, db, dk)
             out = await self._json("copy", "POST", url, params=params,
                                    headers={"Content-Type": "application/json"})
-            rounds = 0
-            while not out.get("done", True):  # large objects: continue with the token
-                rounds += 1
-                if rounds > _REWRITE_ROUNDS_LIMIT:
-                    raise StoreError(f"rewrite did not finish: {src} -> {dst}", dst)
-                out = await self._json("copy", "POST", url,
-                                       params={**params, "rewriteToken": out["rewriteToken"]},
-                                       headers={"Content-Type": "application/json"})
+            await self._rewrite_rounds(url, params, out, src, dst)
         except GcsHttpError as e:
             if e.status == 404:
                 raise PathNotFoundError(f"rename source not found: {src}", src) from None
@@ -518,6 +517,118 @@ class GcsStore(AsyncStore):
         # rewrite answer does not name the generation it copied, so its delete is unconditioned;
         # the destination side, where other writers can be, is the one the precondition guards.
         return sb, sk
+
+    def _rewrite_url(self, sb: str, sk: str, db: str, dk: str) -> str:
+        return f"{self._api}/{self._obj(sb, sk)}/rewriteTo/{self._obj(db, dk)}"
+
+    async def _rewrite_rounds(self, url: str, params: Mapping[str, str], out: dict[str, Any],
+                              src: str, dst: str) -> None:
+        """Go on with a rewrite whose answer ``out`` says it is not done (a large object, or
+        one changing location or class): the calls go on with the token until it is."""
+        rounds = 0
+        while not out.get("done", True):
+            rounds += 1
+            if rounds > _REWRITE_ROUNDS_LIMIT:
+                raise StoreError(f"rewrite did not finish: {src} -> {dst}", dst)
+            out = await self._json("copy", "POST", url,
+                                   params={**params, "rewriteToken": out["rewriteToken"]},
+                                   headers={"Content-Type": "application/json"})
+
+    async def _rewrite_batched(self, pairs: Sequence[tuple[str, str]], indexes: Sequence[int],
+                               known_absent: frozenset[str],
+                               sources: list[tuple[str, str] | None]
+                               ) -> list[BaseException | None]:
+        """The rewrites of ``pairs[i]`` for ``i`` in ``indexes``, ``BATCH_LIMIT`` to a
+        request of the batch endpoint (each call still counts against the bucket's rate, but
+        the client sends, waits for and reads one request per hundred files). As
+        :meth:`_rewrite` but for the move: ``sources[i]`` is set to the source to delete; one
+        result per index, in order. A pair the destination check must read first (an endpoint
+        that ignores the precondition) or that names a bucket goes alone through
+        :meth:`_rewrite`."""
+        results: dict[int, BaseException | None] = {}
+        alone: list[int] = []
+        batched: list[tuple[int, str, str, str, str]] = []
+        for i in indexes:
+            src, dst = pairs[i]
+            try:
+                (sb, sk), (db, dk) = self._split(src), self._split(dst)
+            except StoreError as e:
+                results[i] = e
+                continue
+            if sk and dk and (self.trust_preconditions or dst in known_absent):
+                batched.append((i, sb, sk, db, dk))
+            else:
+                alone.append(i)
+        # answers that need more requests: a rewrite to go on with (its answer and URL), or
+        # a destination found (None) to tell from an earlier attempt's copy
+        later: list[tuple[int, dict[str, Any] | None, str]] = []
+
+        async def one_batch(group: Sequence[tuple[int, str, str, str, str]]) -> None:
+            host = self._origin.host_header
+            calls = [(f"POST {self._rewrite_url(sb, sk, db, dk)}?ifGenerationMatch=0 HTTP/1.1"
+                      f"\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                      "Content-Length: 0\r\n\r\n").encode() for _, sb, sk, db, dk in group]
+            try:
+                # not idempotent: a batch sent twice would find its own destinations (412)
+                answers = await self._batch_call(
+                    "copy", calls, [pairs[i][1] for i, *_ in group], idempotent=False)
+            except Exception as e:  # every call's outcome is that of the whole request
+                for i, *_ in group:
+                    results[i] = e
+                return
+            for (i, sb, sk, db, dk), answer in zip(group, answers, strict=True):
+                if isinstance(answer, BaseException):
+                    results[i] = answer
+                elif answer.status == 200:
+                    if self.faults is not None and self.faults.after("copy"):
+                        results[i] = GcsHttpError(self.faults.status, "injected: answer lost "
+                                                  "after the request", lost=True)
+                        continue
+                    try:
+                        out = orjson.loads(answer.body) if answer.body else {}
+                    except orjson.JSONDecodeError:
+                        out = None
+                    if not isinstance(out, dict):
+                        results[i] = StoreError(f"unreadable rewrite answer for {pairs[i][0]} "
+                                                f"-> {pairs[i][1]}", pairs[i][1])
+                        continue
+                    if not out.get("done", True):
+                        later.append((i, out, self._rewrite_url(sb, sk, db, dk)))
+                        continue
+                    sources[i] = (sb, sk)
+                    results[i] = None
+                elif answer.status == 404:
+                    results[i] = PathNotFoundError(f"rename source not found: {pairs[i][0]}",
+                                                   pairs[i][0])
+                elif answer.status in (409, 412):
+                    later.append((i, None, ""))
+                else:
+                    results[i] = GcsHttpError(answer.status, _error_message(answer.body),
+                                              retry_after=_retry_after(answer))
+
+        groups = [batched[k:k + BATCH_LIMIT] for k in range(0, len(batched), BATCH_LIMIT)]
+        await map_bounded(one_batch, groups, self.concurrency)
+
+        async def follow_up(item: tuple[int, dict[str, Any] | None, str]) -> None:
+            i, out, url = item
+            src, dst = pairs[i]
+            (sb, sk), (_, dk) = self._split(src), self._split(dst)
+            if out is None:  # 409/412: the destination exists, as in _rewrite
+                await self._complete_half_done(sb, sk, dk, src, dst)
+                return
+            await self._rewrite_rounds(url, {"ifGenerationMatch": "0"}, out, src, dst)
+            sources[i] = (sb, sk)
+
+        async def rewrite(i: int) -> None:
+            sources[i] = await self._rewrite(pairs[i], False, known_absent)
+
+        for (i, *_), error in zip(later, await map_bounded(follow_up, later,
+                                                          self._batch_workers), strict=True):
+            results[i] = error
+        for i, error in zip(alone, await map_bounded(rewrite, alone, self._batch_workers),
+                            strict=True):
+            results[i] = error
+        return [results[i] for i in indexes]
 
     def _lose(self, op: str) -> None:
         """The fault layer's lost answer: the operation happened, its caller hears nothing."""
@@ -568,10 +679,10 @@ class GcsStore(AsyncStore):
         return frozenset(absent)
 
     async def _rename_batch(self, pairs: Sequence[tuple[str, str]]) -> list[BaseException | None]:
+        sources: list[tuple[str, str] | None] = [None] * len(pairs)
         absent: frozenset[str] = frozenset()
         if not self.trust_preconditions:
             absent = await self._absent_destinations(pairs)
-        sources: list[tuple[str, str] | None] = [None] * len(pairs)
 
         async def rewrite(i: int) -> None:
             sources[i] = await self._rewrite(pairs[i], False, absent)
@@ -586,11 +697,15 @@ class GcsStore(AsyncStore):
             async with self._probe_lock:
                 if self._move_supported is None:
                     first = await map_bounded(rewrite, indexes[:1], 1)
-        results = first + await map_bounded(rewrite, indexes[len(first):],
-                                                     self._batch_workers)
+        rest = indexes[len(first):]
+        if self._move_supported is False:  # rewrites: through the batch endpoint
+            results = first + await self._rewrite_batched(pairs, rest, absent, sources)
+        else:
+            results = first + await map_bounded(rewrite, rest, self._batch_workers)
         # then the rewritten sources' deletes, through the batch endpoint
         to_delete = [i for i, r in enumerate(results) if r is None and sources[i] is not None]
-        deleted = await self._delete_many([sources[i] for i in to_delete])  # type: ignore[misc]
+        doomed = [s for i in to_delete if (s := sources[i]) is not None]
+        deleted = await self._delete_sources(doomed, self._delete_many)
         for i, error in zip(to_delete, deleted, strict=True):
             results[i] = error
         for i, r in enumerate(results):
@@ -634,43 +749,58 @@ class GcsStore(AsyncStore):
     async def _batch_delete(self, objects: Sequence[tuple[str, str]]
                             ) -> list[BaseException | None]:
         """One request to the batch endpoint deleting ``objects``; a result per object."""
-        if self.faults is not None and self.faults.before("delete_file"):
+        host = self._origin.host_header
+        calls = [f"DELETE {self._api}/{self._obj(b, k)} HTTP/1.1\r\nHost: {host}\r\n\r\n"
+                 .encode() for b, k in objects]
+        # deletes only: sending the batch twice deletes nothing more
+        answers = await self._batch_call("delete_file", calls,
+                                         [self._url(*o) for o in objects], idempotent=True)
+        out: list[BaseException | None] = []
+        for answer in answers:
+            if isinstance(answer, BaseException):
+                out.append(answer)
+            elif 200 <= answer.status < 300 or answer.status == 404:  # 404: already gone
+                out.append(None)
+            else:
+                out.append(GcsHttpError(answer.status, _error_message(answer.body),
+                                        retry_after=_retry_after(answer)))
+        return out
+
+    async def _batch_call(self, op: str, calls: Sequence[bytes], names: Sequence[str], *,
+                          idempotent: bool) -> list[Response | BaseException]:
+        """One request to the batch endpoint carrying ``calls`` (each a whole HTTP request;
+        ``names``: the object each is about, for errors); in order, each call's answer
+        (whatever its status), or a ``TransientStoreError`` where the batch's answer holds
+        none for it (its outcome unknown). A failure of the whole request raises."""
+        if self.faults is not None and self.faults.before(op):
             raise GcsHttpError(self.faults.status, "injected: backend busy")
-        parts = [(f"DELETE {self._api}/{self._obj(b, k)} HTTP/1.1\r\n"
-                  f"Host: {self._origin.host_header}\r\n\r\n").encode()
-                 for b, k in objects]
         boundary = new_boundary("batch_")
-        body = batch_body(boundary, parts, angle_ids=True, binary=False)
+        body = batch_body(boundary, calls, angle_ids=True, binary=False)
         epoch = self._limit.epoch
         response = await self._send(
             "POST", self._batch, None, body,
-            {"Content-Type": f"multipart/mixed; boundary={boundary}"}, None, "delete_file",
-            idempotent=True)  # deletes only: sending it twice deletes nothing more
+            {"Content-Type": f"multipart/mixed; boundary={boundary}"}, None, op,
+            idempotent=idempotent)
         if response.status >= 300:
             raise GcsHttpError(response.status, _error_message(response.body),
                                retry_after=_retry_after(response))
         try:
-            answers = parse_batch_response(response.header("content-type"), response.body)
+            parts = parse_batch_response(response.header("content-type"), response.body)
         except ValueError as e:
             raise StoreError(f"unreadable batch answer: {e}") from None
-        out: list[BaseException | None] = [
-            TransientStoreError(f"no answer in the batch for {self._url(*o)}", self._url(*o))
-            for o in objects]
+        out: list[Response | BaseException] = [
+            TransientStoreError(f"no answer in the batch for {name}", name) for name in names]
         throttled = 0
-        for answer in answers:
+        for part in parts:
             try:
-                i = int(answer.content_id)
+                i = int(part.content_id)
             except ValueError:
                 continue
-            if not 0 <= i < len(objects):
-                continue
-            if 200 <= answer.status < 300 or answer.status == 404:  # 404: already gone
-                out[i] = None
-                continue
-            throttled += answer.status in _THROTTLE_STATUS
-            out[i] = GcsHttpError(answer.status, _error_message(answer.response.body))
-        if throttled:  # throttled sub-requests steer the limit as their share of a request
-            self._limit.throttled_answer(epoch, throttled, len(objects))
+            if 0 <= i < len(calls):
+                out[i] = part.response
+                throttled += part.status in _THROTTLE_STATUS
+        if throttled:  # throttled calls steer the limit as their share of a request
+            self._limit.throttled_answer(epoch, throttled, len(calls))
         return out
 
     async def _delete_file(self, path: str) -> bool:

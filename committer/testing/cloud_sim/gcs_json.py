@@ -20,9 +20,9 @@ Operations (names as counted and matched by faults):
 - ``move`` (``moveTo``, only with ``--gcs-move``; else 400 as fake-gcs-server): atomic; the
   destination is a new generation;
 - ``gcs_batch``: ``POST /batch/storage/v1``, up to 100 parts, each a whole request (DELETE or
-  GET of an object); 200 ``multipart/mixed``, a part per sub-request with ``Content-ID:
-  <response-N>`` (N the sub-request's id without its brackets) and its own status line (204 for
-  a delete; fake-gcs-server answers 200 ``null``).
+  GET of an object, or a rewrite or copy); 200 ``multipart/mixed``, a part per sub-request with
+  ``Content-ID: <response-N>`` (N the sub-request's id without its brackets) and its own status
+  line (204 for a delete; fake-gcs-server answers 200 ``null``).
 
 Preconditions are honoured as on the real service (fake-gcs-server ignores them on rewrite and
 delete): ``ifGenerationMatch`` (``0``: no live object), ``ifGenerationNotMatch``,
@@ -86,8 +86,9 @@ from committer.testing.cloud_sim.server import (
 __all__ = ["GcsService", "gcs_etag", "rfc3339"]
 
 BATCH_LIMIT = 100
-_BATCHED = frozenset({"delete_object", "get_object"})
-_NOT_BATCHED = (400, "invalid", "A batch here holds object deletes and reads, not {op}.")
+_BATCHED = frozenset({"delete_object", "get_object", "rewrite", "copy"})
+_NOT_BATCHED = (400, "invalid", "A batch here holds object deletes, reads, rewrites and "
+                "copies, not {op}.")
 _DEFAULT_MAX_RESULTS = 1000
 _JSON = "Content-Type: application/json; charset=UTF-8\r\n"
 _PRECONDITION = "At least one of the pre-conditions you specified did not hold."

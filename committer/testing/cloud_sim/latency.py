@@ -9,6 +9,9 @@ code), 65,536 delays are drawn at start and each request picks one of them at ra
 delays follow the empirical distribution of that sample, whose median and 99th percentile are
 within a percent or two of the model's, and whose largest value is about the model's
 99.998th percentile.
+
+A batch request (many sub-requests in one) is answered when the slowest of its sub-requests is
+done: its delay is the largest of one draw per sub-request.
 """
 
 from __future__ import annotations
@@ -49,6 +52,13 @@ class Latency:
         if not self._table:
             return self.median_ms / 1000.0
         return self._table[self._pick(_TABLE_BITS)]
+
+    def draw_slowest(self, n: int) -> float:
+        """The delay of a batch of ``n`` sub-requests: the largest of ``n`` draws."""
+        if n <= 1 or not self._table:
+            return self.draw()
+        table, pick = self._table, self._pick
+        return max([table[pick(_TABLE_BITS)] for _ in range(n)])
 
     def describe(self) -> dict[str, float]:
         return {"median_ms": self.median_ms, "p99_ms": self.p99_ms, "sigma": self._sigma}

@@ -444,7 +444,7 @@ class HttpProtocol(asyncio.Protocol):
         counts = stats.counts
         counts[key] = counts.get(key, 0) + 1
         payload = reply.render(close)
-        delay = core.latency.draw()
+        delay = core.latency.draw() if cost == 1 else core.latency.draw_slowest(cost)
         if delay > 0.0:
             self.busy = True
             core.wheel.add(now + delay, (self, payload, close, lose, cost))

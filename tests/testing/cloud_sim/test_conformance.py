@@ -274,6 +274,37 @@ def test_gcs_batch_alike(gcs: CloudSim, gcs_emulator: RunningEmulator) -> None:
     assert on_sim[1] == [("<response-0>", 204), ("<response-1>", 404), ("<response-2>", 204)]
 
 
+def test_gcs_batched_rewrites_alike(gcs: CloudSim, gcs_emulator: RunningEmulator) -> None:
+    """Rewrites in a batch, as the GCS backend sends renames where the move API is refused:
+    each part is the rewrite's own answer, and the objects end as after single rewrites."""
+    def scenario(c: Client, bucket: str) -> list[Any]:
+        for name in ("s/1", "s/2", "taken"):
+            _upload(c, bucket, name, name.encode())
+        parts = [f"POST /storage/v1/b/{bucket}/o/{quote(src, safe='')}/rewriteTo/b/{bucket}/o/"
+                 f"{quote(dst, safe='')}?ifGenerationMatch=0 HTTP/1.1\r\nContent-Type: "
+                 "application/json\r\nContent-Length: 0\r\n\r\n".encode()
+                 for src, dst in (("s/1", "d/1"), ("none", "d/x"), ("s/2", "taken"))]
+        r = c.request("POST", "/batch/storage/v1", body=batch_body("BB", parts, gcs=True),
+                      headers={"Content-Type": "multipart/mixed; boundary=BB"})
+        answers = parse_batch_answer(r.headers["content-type"], r.body)
+        done = orjson.loads(answers[0][3])
+        names = [o["name"] for o in c.request("GET", f"/storage/v1/b/{bucket}/o").json()
+                 .get("items", [])]
+        taken = c.request("GET", gcs_object(bucket, "taken") + "?alt=media").body
+        return [r.status, [(m["content-id"], s) for m, s, _, _ in answers],
+                (done["done"], done["resource"]["name"], done["resource"]["size"]), names,
+                taken]
+
+    on_fake, on_sim = _gcs_both(gcs, gcs_emulator, scenario)
+    assert on_fake[0] == on_sim[0] == 200 and on_fake[2] == on_sim[2] == (True, "d/1", "3")
+    assert on_fake[3] == on_sim[3] == ["d/1", "s/1", "s/2", "taken"]
+    # the rewrite over an existing object: fake-gcs-server ignores ifGenerationMatch there
+    # (the backend checks destinations first on endpoints that are not Google's)
+    assert on_fake[1] == [("<response-0>", 200), ("<response-1>", 404), ("<response-2>", 200)]
+    assert on_sim[1] == [("<response-0>", 200), ("<response-1>", 404), ("<response-2>", 412)]
+    assert (on_fake[4], on_sim[4]) == (b"s/2", b"taken")
+
+
 # -- Azure Data Lake (DFS): the ADLS stub and the simulator's namespace account ----------------
 
 

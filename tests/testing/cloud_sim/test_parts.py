@@ -166,6 +166,17 @@ def test_latency_is_lognormal_with_the_given_median_and_p99() -> None:
         Latency(20, 10)
 
 
+def test_a_batch_waits_for_its_slowest_sub_request() -> None:
+    model = Latency(20, 200, seed=3)
+    singles = sorted(model.draw() for _ in range(4_000))
+    batches = sorted(model.draw_slowest(100) for _ in range(4_000))
+    # the median of the largest of 100 draws is the draws' 99.3th percentile: ~0.23 s
+    assert statistics.median(batches) == pytest.approx(0.23, rel=0.15)
+    assert statistics.median(batches) > singles[int(len(singles) * 0.98)]
+    assert model.draw_slowest(1) < 2.0 and Latency(5, 5).draw_slowest(10) == 0.005
+    assert Latency(0, 0).draw_slowest(100) == 0.0
+
+
 # -- faults ------------------------------------------------------------------------------------
 
 def test_scripted_faults_are_consumed_in_order_and_by_operation() -> None:
