@@ -76,9 +76,12 @@ class CommitterConfig:
     mark_successful_jobs: bool = True
     # Store operations per second across all stages; 0 means no limit.
     io_rate_limit: int = 0
-    # Retries of transient store failures (throttling, timeouts): how many after the first
-    # call, and the backoff's scale and bound.
+    # Retries of transient store failures (timeouts, resets, lost answers): how many after
+    # the first call, and the backoff's scale and bound.
     retry_attempts: int = 6
+    # Retries of an operation the service refused (throttled: not done, asked to come back):
+    # a rate signal, not a fault, so more (Hadoop's ABFS client retries 30 times).
+    retry_throttled_attempts: int = 30
     retry_initial_delay_ms: int = 50
     retry_max_delay_ms: int = 10_000
     # Largest task manifest job commit will read, in bytes; larger ones are refused unread.
@@ -116,7 +119,8 @@ class CommitterConfig:
     unrecognised_keys: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        positive = ("io_threads", "manifest_save_attempts", "retry_attempts", "manifest_max_bytes")
+        positive = ("io_threads", "manifest_save_attempts", "retry_attempts",
+                    "retry_throttled_attempts", "manifest_max_bytes")
         for name in positive:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}")
@@ -179,6 +183,7 @@ KEYS: tuple[Key, ...] = (
     Key("mapreduce.fileoutputcommitter.marksuccessfuljobs", "mark_successful_jobs", _bool),
     Key(PREFIX + "io.rate.limit", "io_rate_limit", int),
     Key(PREFIX + "retry.attempts", "retry_attempts", int),
+    Key(PREFIX + "retry.throttled.attempts", "retry_throttled_attempts", int),
     Key(PREFIX + "retry.initial.delay.ms", "retry_initial_delay_ms", int),
     Key(PREFIX + "retry.max.delay.ms", "retry_max_delay_ms", int),
     Key(PREFIX + "manifest.max.bytes", "manifest_max_bytes", int),

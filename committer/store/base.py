@@ -114,6 +114,10 @@ class Store(ABC):
     #: before it yields: the managed store can then retry it like any single operation.
     flat_walk: bool = False
 
+    #: True when ``write_bytes`` stores the whole file in one request that readers see done
+    #: or not at all (an object upload): an atomic save then needs no temporary file.
+    writes_whole: bool = False
+
     #: True when ``rename_batch`` runs its renames concurrently (async cloud backends): it then
     #: attempts every entry, and the managed store paces the batch as a whole.
     native_batches: bool = False

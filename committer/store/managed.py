@@ -25,7 +25,6 @@ from tenacity import (
     RetryCallState,
     Retrying,
     retry_if_exception_type,
-    stop_after_attempt,
     wait_random_exponential,
 )
 
@@ -141,8 +140,19 @@ class ManagedStore:
             error = state.outcome.exception() if state.outcome is not None else None
             return max(backoff(state), _asked_wait(error, cfg))
 
+        failed = {"refused": 0, "other": 0}
+
+        def stop(state: RetryCallState) -> bool:
+            # a refusal (throttled: not done) is the service pacing us; it gets its own,
+            # larger budget, so that a store throttled at random does not fail the commit
+            error = state.outcome.exception() if state.outcome is not None else None
+            throttled = isinstance(error, TransientStoreError) and error.throttled
+            failed["refused" if throttled else "other"] += 1
+            return (failed["other"] >= cfg.retry_attempts
+                    or failed["refused"] >= cfg.retry_throttled_attempts)
+
         return Retrying(
-            stop=stop_after_attempt(cfg.retry_attempts),
+            stop=stop,
             wait=wait,
             retry=retry_if_exception_type(TransientStoreError),
             before_sleep=counted,
@@ -335,7 +345,13 @@ class ManagedStore:
         self.call(st.OP_RENAME_DIRECTORY, lambda: self.backend.rename_dir(src, dst))
 
     def save_atomic(self, path: str, data: bytes, temp_path: str) -> None:
-        """Write ``temp_path`` then move it over ``path``: readers see old or new, never part."""
+        """Write ``temp_path`` then move it over ``path``: readers see old or new, never part.
+        Where a write is one request seen whole or not at all (``Store.writes_whole``: object
+        stores, on which the move would be a copy and a delete besides), ``path`` is written
+        directly."""
+        if self.backend.writes_whole:
+            self.write_bytes(path, data)
+            return
         self.write_bytes(temp_path, data)
         self.replace_file(temp_path, path)
 
@@ -428,7 +444,7 @@ class ManagedStore:
                 tally.timed_many(st.OP_RENAME, reached - i - len(failures), clock() - t0)
                 refused = self._settle(entries, failures, tally)
                 if refused:
-                    self._resend_refused(entries, refused, tally)
+                    self._send_again(entries, refused, tally)
                 i = reached
         finally:
             self.stats.merge(tally)
@@ -436,35 +452,46 @@ class ManagedStore:
     def _settle(self, entries: Sequence[tuple[str, str, int | None, str | None]],
                 failures: Sequence[tuple[int, StoreError]],
                 tally: Tally) -> list[tuple[int, TransientStoreError]]:
-        """Deal with a batch's failures: each whose outcome is unknown (a lost answer, a
-        missing source) takes the slow path of ``rename_file``; the refused ones (throttled:
-        the service did not do them) are returned, to be sent again as a batch; anything
-        else is raised."""
-        refused: list[tuple[int, TransientStoreError]] = []
+        """Deal with a batch's failures. On a backend that renames in batches each transient
+        one (refused: throttled, the service did not do it; or its answer lost: done or not)
+        is returned, to be sent again with the others as a batch: a batch settles each entry
+        as ``rename_file`` would, an earlier attempt's copy at the destination proven and
+        completed, a source gone reported missing. Elsewhere, and for a missing source, the
+        slow path of ``rename_file``; anything else is raised."""
+        again: list[tuple[int, TransientStoreError]] = []
         for index, error in failures:
             tally.timed(st.OP_RENAME, 0.0, failed=True)
             if isinstance(error, TransientStoreError):
                 # a throttled request inside a batch counts as one anywhere else does
                 tally.incr(st.STORE_IO_THROTTLED)
-                if error.throttled and self.backend.native_batches:
-                    refused.append((index, error))
+                if self.backend.native_batches:
+                    again.append((index, error))
                     continue
             elif not isinstance(error, PathNotFoundError):
                 raise error
             src, dst, size, etag = entries[index]
             self._rename_slow_path(src, dst, size, etag)
-        return refused
+        return again
 
-    def _resend_refused(self, entries: Sequence[tuple[str, str, int | None, str | None]],
+    def _send_again(self, entries: Sequence[tuple[str, str, int | None, str | None]],
                         refused: list[tuple[int, TransientStoreError]], tally: Tally) -> None:
-        """Send the entries the service refused (throttled) again, together, after a backoff
-        as long as the service asked at least: with the retries of the managed store's policy,
-        but one batch per round rather than one call per file, so that a throttled batch of a
-        thousand renames does not turn into a thousand sequential round trips."""
+        """Send the entries whose batch failed transiently again, together, after a backoff
+        as long as the service asked at least: with the retries of the managed store's policy
+        (a round with a lost answer counts against ``retry_attempts``, one of refusals alone
+        against ``retry_throttled_attempts``), but one batch per round rather than one call
+        per file, so that a throttled batch of a thousand renames does not turn into a
+        thousand sequential round trips, nor a lost answer to a batch of a hundred into a
+        hundred."""
         cfg = self.config
-        for attempt in range(1, cfg.retry_attempts + 1):
+        rounds = {"refused": 0, "other": 0}
+        while True:
+            rounds["refused" if all(e.throttled for _, e in refused) else "other"] += 1
+            if (rounds["other"] > cfg.retry_attempts
+                    or rounds["refused"] > cfg.retry_throttled_attempts):
+                raise refused[0][1]
+            attempt = rounds["refused"] + rounds["other"]
             bound = min(cfg.retry_max_delay_ms / 1000.0,
-                        cfg.retry_initial_delay_ms / 1000.0 * 2 ** attempt)
+                        cfg.retry_initial_delay_ms / 1000.0 * 2 ** min(attempt, 30))
             asked = max(_asked_wait(error, cfg) for _, error in refused)
             tally.incr(st.STORE_IO_RETRY)
             time.sleep(max(random.uniform(0, bound), asked))
@@ -477,7 +504,6 @@ class ManagedStore:
             if not still:
                 return
             refused = [(refused[k][0], error) for k, error in still]
-        raise refused[0][1]
 
     @property
     def prunes_empty_dirs(self) -> bool:

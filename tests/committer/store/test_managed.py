@@ -146,6 +146,38 @@ def test_save_atomic_replaces(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["_SUCCESS"]
 
 
+class _WholeWrites(LocalStore):
+    """A store whose writes are seen whole or not at all (as an object upload is); records
+    its calls."""
+
+    writes_whole = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[str] = []
+
+    def write_bytes(self, path: str, data: bytes, *, exclusive: bool = False) -> None:
+        self.calls.append(f"write {Path(path).name}")
+        super().write_bytes(path, data, exclusive=exclusive)
+
+    def replace_file(self, src: str, dst: str) -> None:
+        self.calls.append(f"replace {Path(src).name}")
+        super().replace_file(src, dst)
+
+
+def test_save_atomic_writes_directly_where_writes_are_whole(tmp_path: Path) -> None:
+    # an object store's upload is already all or nothing: no temporary object, no copy and
+    # delete to move it over the target
+    backend = _WholeWrites()
+    store = ManagedStore(backend, fast_config())
+    target = str(tmp_path / "_SUCCESS")
+    store.save_atomic(target, b"one", str(tmp_path / "t1"))
+    store.save_atomic(target, b"two", str(tmp_path / "t2"))
+    assert (tmp_path / "_SUCCESS").read_bytes() == b"two"
+    assert backend.calls == ["write _SUCCESS", "write _SUCCESS"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["_SUCCESS"]
+
+
 def test_rate_limit_paces_operations(tmp_path: Path) -> None:
     store = ManagedStore(LocalStore(), fast_config(io_rate_limit=50))
     (tmp_path / "f").write_bytes(b"")
@@ -245,7 +277,8 @@ def test_refused_entries_of_a_batch_are_sent_again_together_after_the_asked_wait
 
 def test_asked_wait_is_bounded_and_exhausted_retries_raise(tmp_path: Path) -> None:
     backend = _ThrottlingBatches(refusals=100, retry_after=3600.0, per_batch=1)
-    store = ManagedStore(backend, fast_config(retry_attempts=3, retry_max_delay_ms=50))
+    store = ManagedStore(backend, fast_config(retry_throttled_attempts=3,
+                                              retry_max_delay_ms=50))
     t0 = time.monotonic()
     with pytest.raises(TransientStoreError) as refused:
         store.rename_batch(_batch_entries(tmp_path, 4))
@@ -253,6 +286,64 @@ def test_asked_wait_is_bounded_and_exhausted_retries_raise(tmp_path: Path) -> No
     assert time.monotonic() - t0 < 2  # an hour asked, the configured bound (50 ms) waited
     assert len(backend.batches) == 4  # the first try and three more
     assert (tmp_path / "s0").exists() and not (tmp_path / "out" / "s0").exists()
+
+
+def test_refusals_get_more_retries_than_other_transient_failures(tmp_path: Path) -> None:
+    # a store throttled at random (a rate signal: nothing done) must not fail the commit as
+    # soon as a few refusals come in a row; other transient failures keep the small budget
+    backend = _ThrottlingBatches(refusals=5, retry_after=None, per_batch=1)
+    store = ManagedStore(backend, fast_config(retry_attempts=2, retry_throttled_attempts=8,
+                                              retry_max_delay_ms=5))
+    store.rename_batch(_batch_entries(tmp_path, 4))
+    assert len(backend.batches) == 6  # refused five times, then done
+    assert (tmp_path / "out" / "s0").exists()
+    store, faults = _store(FaultPlan(rate=1.0, operations=frozenset({"stat"})),
+                           retry_attempts=2, retry_throttled_attempts=8)
+    with pytest.raises(TransientStoreError):
+        store.stat(str(tmp_path))
+    assert faults.injected == 3  # not throttled: the first call and two retries
+
+
+class _LosingBatches(LocalStore):
+    """A concurrent-batch store that renames every entry but loses the answers of the first
+    ``lost`` entries of its first batch; a source found missing is reported as such."""
+
+    native_batches = True
+
+    def __init__(self, lost: int) -> None:
+        super().__init__()
+        self.lost = lost
+        self.batches: list[list[str]] = []
+
+    def rename_batch(self, entries, start=0):  # type: ignore[no-untyped-def]
+        self.batches.append([e[0] for e in entries[start:]])
+        failures = []
+        for i in range(start, len(entries)):
+            try:
+                self.rename_file(entries[i][0], entries[i][1])
+            except PathNotFoundError as e:
+                failures.append((i, e))
+                continue
+            if i - start < self.lost:
+                failures.append((i, TransientStoreError(f"answer lost: {entries[i][0]}",
+                                                        entries[i][0])))
+        self.lost = 0
+        return len(entries), failures
+
+
+def test_lost_answers_of_a_batch_are_sent_again_as_a_batch(tmp_path: Path) -> None:
+    # a hundred files of a lost batch answer are not a hundred sequential slow paths: they
+    # go again as a batch, which reports the ones already done as missing sources, proven
+    # at their destinations
+    backend = _LosingBatches(lost=3)
+    store = ManagedStore(backend, fast_config())
+    entries = [(src, dst, size, backend.stat(src).etag)  # the identity a manifest records
+               for src, dst, size, _ in _batch_entries(tmp_path, 10)]
+    store.rename_batch(entries)
+    assert [len(b) for b in backend.batches] == [10, 3]
+    assert all((tmp_path / "out" / f"s{i}").exists() for i in range(10))
+    assert not any((tmp_path / f"s{i}").exists() for i in range(10))
+    assert store.stats.counter("commit_file_rename_recovered") == 3
 
 
 def test_retry_after_is_honoured_by_single_operations(tmp_path: Path) -> None:
