@@ -127,6 +127,27 @@ def test_copies_stay_a_small_share_of_the_requests() -> None:
     assert 1 <= hedger.hedged <= SHARE * 200 + BURST
 
 
+def test_a_request_refused_a_copy_gets_one_once_a_place_is_free() -> None:
+    # the far tail of a phase: its copy refused at first (the only place taken by another
+    # request), it tries again after each further delay and is raced once a place is free
+    limit = AdaptiveLimit(1, initial=1, minimum=1)
+    hedger = _hedger(0.01, limit)
+    service = _Service([5.0, 0.01])
+
+    async def main() -> Response:
+        epoch = await limit.acquire()  # the place the copy would need, taken for a while
+        slow = asyncio.get_running_loop().create_task(
+            hedger.request(service.send(), _never_refused))
+        await asyncio.sleep(0.05)
+        assert service.sent == 1  # no copy while no place is free
+        limit.release(epoch)
+        return await slow
+
+    response = asyncio.run(asyncio.wait_for(main(), 2.0))
+    assert response.header("x-request") == "1"
+    assert (hedger.hedged, hedger.won) == (1, 1) and limit.in_flight == 0
+
+
 def test_the_delay_is_learnt_as_the_recent_95th_percentile() -> None:
     hedger = Hedger(AdaptiveLimit(100))
     delays = [0.001 * (i % 100 + 1) for i in range(MIN_SAMPLES * 2)]  # 1..100 ms
