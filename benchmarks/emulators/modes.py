@@ -4,7 +4,7 @@
   rename every file through the cloud backend's native batches, ``_SUCCESS``, cleanup).
 - ``raw``: the raw ceiling: only the requests a rename needs on this store (Azure Blob: Copy
   Blob, then the sources deleted in Blob Batch requests of 256; GCS: ``rewriteTo``, then the
-  sources deleted through the batch endpoint, 100 to a request), issued directly on one event
+  sources deleted, both through the batch endpoint, 100 to a request), issued directly on one event
   loop at a given concurrency with the committer's own lean client (``committer/store/http``:
   pooled connections, ``concurrency + 8`` of them so the pool never caps the requests in
   flight; Shared Key signing), with nothing read, checked or retried. So the ceiling pays the
@@ -139,14 +139,15 @@ async def _raw_azure(options: dict[str, Any], pairs: Sequence[Sequence[str]],
 
 async def _raw_gcs(options: dict[str, Any], pairs: Sequence[Sequence[str]],
                    concurrency: int) -> None:
-    """``rewriteTo`` per file (continued with its token for a large object), then the
-    sources deleted through the batch endpoint, 100 to a request: the requests a rename needs
-    on GCS, on the committer's lean client, nothing read, checked or retried."""
+    """``rewriteTo`` per file, then the sources deleted, both through the batch endpoint, 100
+    to a request (a rewrite not done in one call continued alone with its token): the
+    requests a rename needs on GCS, sent as the committer sends them, on its lean client,
+    nothing read, checked or retried."""
     import orjson
 
     from committer.store.gcs import BATCH_LIMIT
     from committer.store.http.connection import ConnectionPool, Origin
-    from committer.store.http.multipart import batch_body, new_boundary
+    from committer.store.http.multipart import batch_body, new_boundary, parse_batch_response
     from committer.store.http.quoting import quote_name
 
     origin = Origin.of(options["endpoint_url"])
@@ -156,33 +157,51 @@ async def _raw_gcs(options: dict[str, Any], pairs: Sequence[Sequence[str]],
         bucket, key = _split(location)
         return f"b/{quote_name(bucket)}/o/{quote_name(key)}"
 
-    async def rewrite(pair: Sequence[str]) -> None:
-        target = f"/storage/v1/{obj(pair[0])}/rewriteTo/{obj(pair[1])}"
-        query = ""
-        while True:
-            r = await pool.request("POST", target + query, {"content-type": "application/json"})
-            if r.status >= 300:
-                raise RuntimeError(f"rewrite {pair[0]}: HTTP {r.status}")
-            out = orjson.loads(r.body) if r.body else {}
-            if out.get("done", True):
-                return
-            query = f"?rewriteToken={quote_name(out['rewriteToken'])}"
+    def rewrite_target(pair: Sequence[str]) -> str:
+        return f"/storage/v1/{obj(pair[0])}/rewriteTo/{obj(pair[1])}"
 
-    async def delete(group: Sequence[Sequence[str]]) -> None:
-        parts = [f"DELETE /storage/v1/{obj(p[0])} HTTP/1.1\r\nHost: {origin.host_header}"
-                 "\r\n\r\n".encode() for p in group]
+    async def batch(calls: list[bytes], what: str) -> list[tuple[int, bytes]]:
         boundary = new_boundary()
         r = await pool.request("POST", "/batch/storage/v1",
                                {"content-type": f"multipart/mixed; boundary={boundary}"},
-                               batch_body(boundary, parts, angle_ids=True, binary=False),
-                               idempotent=True)  # deletes only, as the committer sends it
+                               batch_body(boundary, calls, angle_ids=True, binary=False),
+                               idempotent=True)  # deletes, and copies over the same bytes
         if r.status >= 300:
-            raise RuntimeError(f"batch delete: HTTP {r.status}")
+            raise RuntimeError(f"batch {what}: HTTP {r.status}")
+        answers = {int(a.content_id): a for a in parse_batch_response(
+            r.header("content-type"), r.body)}
+        if sorted(answers) != list(range(len(calls))):
+            raise RuntimeError(f"batch {what}: {len(answers)} answers to {len(calls)} calls")
+        return [(answers[i].status, answers[i].response.body) for i in range(len(calls))]
+
+    async def rewrites(group: Sequence[Sequence[str]]) -> None:
+        calls = [f"POST {rewrite_target(p)} HTTP/1.1\r\nHost: {origin.host_header}\r\n"
+                 "Content-Type: application/json\r\nContent-Length: 0\r\n\r\n".encode()
+                 for p in group]
+        for pair, (status, body) in zip(group, await batch(calls, "rewrite"), strict=True):
+            if status >= 300:
+                raise RuntimeError(f"rewrite {pair[0]}: HTTP {status}")
+            out = orjson.loads(body) if body else {}
+            while not out.get("done", True):  # a large object: continued alone
+                r = await pool.request(
+                    "POST", rewrite_target(pair)
+                    + f"?rewriteToken={quote_name(out['rewriteToken'])}",
+                    {"content-type": "application/json"})
+                if r.status >= 300:
+                    raise RuntimeError(f"rewrite {pair[0]}: HTTP {r.status}")
+                out = orjson.loads(r.body) if r.body else {}
+
+    async def deletes(group: Sequence[Sequence[str]]) -> None:
+        calls = [f"DELETE /storage/v1/{obj(p[0])} HTTP/1.1\r\nHost: {origin.host_header}"
+                 "\r\n\r\n".encode() for p in group]
+        for pair, (status, _) in zip(group, await batch(calls, "delete"), strict=True):
+            if status >= 300 and status != 404:
+                raise RuntimeError(f"delete {pair[0]}: HTTP {status}")
 
     try:
-        _check(await map_bounded(lambda p: _again(lambda: rewrite(p)), pairs, concurrency))
         groups = [pairs[i:i + BATCH_LIMIT] for i in range(0, len(pairs), BATCH_LIMIT)]
-        _check(await map_bounded(lambda g: _again(lambda: delete(g)), groups, concurrency))
+        _check(await map_bounded(lambda g: _again(lambda: rewrites(g)), groups, concurrency))
+        _check(await map_bounded(lambda g: _again(lambda: deletes(g)), groups, concurrency))
     finally:
         await pool.close()
 
