@@ -1,5 +1,6 @@
 """The emulator harness's raw ceiling: a request the emulator's reset connection lost is sent
-again (twice at most), as the committer's managed store would; any other failure ends it."""
+again (a bounded number of times), as the committer's managed store would; any other failure
+ends it; its requests move every file."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from benchmarks.emulators import modes
 from benchmarks.emulators.modes import _again, run_raw
 from committer.store import open_backend
 from committer.testing.emulators import RunningEmulator
@@ -30,14 +32,16 @@ def _flaky(failures: list[BaseException]
     return calls, attempt
 
 
-def test_a_reset_connection_is_tried_again_at_most_twice() -> None:
-    calls, attempt = _flaky([ConnectionResetError("reset"), ConnectionResetError("reset")])
+def test_a_reset_connection_is_tried_again_a_bounded_number_of_times(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(modes, "AGAIN_PAUSE_S", 0.0)
+    calls, attempt = _flaky([ConnectionResetError("reset")] * modes.AGAIN)
     asyncio.run(_again(attempt))
-    assert len(calls) == 3
-    calls, attempt = _flaky([ConnectionResetError("reset")] * 3)
+    assert len(calls) == modes.AGAIN + 1
+    calls, attempt = _flaky([ConnectionResetError("reset")] * (modes.AGAIN + 1))
     with pytest.raises(ConnectionResetError):
         asyncio.run(_again(attempt))
-    assert len(calls) == 3
+    assert len(calls) == modes.AGAIN + 1
 
 
 def test_other_failures_are_not_tried_again() -> None:
