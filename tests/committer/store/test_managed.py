@@ -11,6 +11,7 @@ from committer.errors import (
     AmbiguousRenameError,
     PathExistsError,
     PathNotFoundError,
+    StoreError,
     TransientStoreError,
 )
 from committer.store import ManagedStore, open_store
@@ -317,7 +318,7 @@ class _LosingBatches(LocalStore):
 
     def rename_batch(self, entries, start=0):  # type: ignore[no-untyped-def]
         self.batches.append([e[0] for e in entries[start:]])
-        failures = []
+        failures: list[tuple[int, StoreError]] = []
         for i in range(start, len(entries)):
             try:
                 self.rename_file(entries[i][0], entries[i][1])
