@@ -442,9 +442,9 @@ class ManagedStore:
                 t0 = clock()
                 reached, failures = backend.rename_batch(entries, i)
                 tally.timed_many(st.OP_RENAME, reached - i - len(failures), clock() - t0)
-                refused = self._settle(entries, failures, tally)
-                if refused:
-                    self._send_again(entries, refused, tally)
+                again = self._settle(entries, failures, tally)
+                if again:
+                    self._send_again(entries, again, tally)
                 i = reached
         finally:
             self.stats.merge(tally)
@@ -474,7 +474,7 @@ class ManagedStore:
         return again
 
     def _send_again(self, entries: Sequence[tuple[str, str, int | None, str | None]],
-                        refused: list[tuple[int, TransientStoreError]], tally: Tally) -> None:
+                    pending: list[tuple[int, TransientStoreError]], tally: Tally) -> None:
         """Send the entries whose batch failed transiently again, together, after a backoff
         as long as the service asked at least: with the retries of the managed store's policy
         (a round with a lost answer counts against ``retry_attempts``, one of refusals alone
@@ -483,19 +483,19 @@ class ManagedStore:
         thousand sequential round trips, nor a lost answer to a batch of a hundred into a
         hundred."""
         cfg = self.config
-        rounds = {"refused": 0, "other": 0}
+        rounds = {"refused": 0, "other": 0}  # rounds of refusals alone, and the others
         while True:
-            rounds["refused" if all(e.throttled for _, e in refused) else "other"] += 1
+            rounds["refused" if all(e.throttled for _, e in pending) else "other"] += 1
             if (rounds["other"] > cfg.retry_attempts
                     or rounds["refused"] > cfg.retry_throttled_attempts):
-                raise refused[0][1]
+                raise pending[0][1]
             attempt = rounds["refused"] + rounds["other"]
             bound = min(cfg.retry_max_delay_ms / 1000.0,
                         cfg.retry_initial_delay_ms / 1000.0 * 2 ** min(attempt, 30))
-            asked = max(_asked_wait(error, cfg) for _, error in refused)
+            asked = max(_asked_wait(error, cfg) for _, error in pending)
             tally.incr(st.STORE_IO_RETRY)
             time.sleep(max(random.uniform(0, bound), asked))
-            again = [entries[index] for index, _ in refused]
+            again = [entries[index] for index, _ in pending]
             self._pace_many(len(again))
             t0 = time.perf_counter()
             _, failures = self.backend.rename_batch(again, 0)
@@ -503,7 +503,7 @@ class ManagedStore:
             still = self._settle(again, failures, tally)
             if not still:
                 return
-            refused = [(refused[k][0], error) for k, error in still]
+            pending = [(pending[k][0], error) for k, error in still]
 
     @property
     def prunes_empty_dirs(self) -> bool:
