@@ -507,16 +507,25 @@ class GcsStore(AsyncStore):
                                    headers={"Content-Type": "application/json"})
             await self._rewrite_rounds(url, params, out, src, dst)
         except GcsHttpError as e:
-            if e.status == 404:
-                raise PathNotFoundError(f"rename source not found: {src}", src) from None
-            if e.status in (409, 412) and not replace:
-                await self._complete_half_done(sb, sk, dk, src, dst)
-                return None
-            raise
+            await self._rewrite_refused(e, pair, replace)
+            return None
         # The source lives in a task attempt directory only its own attempt writes, and the
         # rewrite answer does not name the generation it copied, so its delete is unconditioned;
         # the destination side, where other writers can be, is the one the precondition guards.
         return sb, sk
+
+    async def _rewrite_refused(self, error: GcsHttpError, pair: tuple[str, str],
+                               replace: bool) -> None:
+        """What a rewrite's error answer means: 404, the source is missing; 409/412 (never
+        replacing), the destination exists: an earlier attempt's copy of this very file
+        completes the rename, anything else is a conflict; any other status is raised."""
+        src, dst = pair
+        if error.status == 404:
+            raise PathNotFoundError(f"rename source not found: {src}", src) from None
+        if error.status not in (409, 412) or replace:
+            raise error
+        (sb, sk), (_, dk) = self._split(src), self._split(dst)
+        await self._complete_half_done(sb, sk, dk, src, dst)
 
     def _rewrite_url(self, sb: str, sk: str, db: str, dk: str) -> str:
         return f"{self._api}/{self._obj(sb, sk)}/rewriteTo/{self._obj(db, dk)}"
@@ -559,9 +568,9 @@ class GcsStore(AsyncStore):
                 batched.append((i, sb, sk, db, dk))
             else:
                 alone.append(i)
-        # answers that need more requests: a rewrite to go on with (its answer and URL), or
-        # a destination found (None) to tell from an earlier attempt's copy
-        later: list[tuple[int, dict[str, Any] | None, str]] = []
+        # answers that need more: a rewrite to go on with (its answer and URL), or an error
+        # answer, settled as a single rewrite's would be
+        later: list[tuple[int, dict[str, Any] | GcsHttpError, str]] = []
 
         async def one_batch(group: Sequence[tuple[int, str, str, str, str]]) -> None:
             host = self._origin.host_header
@@ -597,27 +606,21 @@ class GcsStore(AsyncStore):
                         continue
                     sources[i] = (sb, sk)
                     results[i] = None
-                elif answer.status == 404:
-                    results[i] = PathNotFoundError(f"rename source not found: {pairs[i][0]}",
-                                                   pairs[i][0])
-                elif answer.status in (409, 412):
-                    later.append((i, None, ""))
                 else:
-                    results[i] = GcsHttpError(answer.status, _error_message(answer.body),
-                                              retry_after=_retry_after(answer))
+                    later.append((i, GcsHttpError(answer.status, _error_message(answer.body),
+                                                  retry_after=_retry_after(answer)), ""))
 
         groups = [batched[k:k + BATCH_LIMIT] for k in range(0, len(batched), BATCH_LIMIT)]
         await map_bounded(one_batch, groups, self.concurrency)
 
-        async def follow_up(item: tuple[int, dict[str, Any] | None, str]) -> None:
+        async def follow_up(item: tuple[int, dict[str, Any] | GcsHttpError, str]) -> None:
             i, out, url = item
-            src, dst = pairs[i]
-            (sb, sk), (_, dk) = self._split(src), self._split(dst)
-            if out is None:  # 409/412: the destination exists, as in _rewrite
-                await self._complete_half_done(sb, sk, dk, src, dst)
+            if isinstance(out, GcsHttpError):
+                await self._rewrite_refused(out, pairs[i], False)
                 return
+            src, dst = pairs[i]
             await self._rewrite_rounds(url, {"ifGenerationMatch": "0"}, out, src, dst)
-            sources[i] = (sb, sk)
+            sources[i] = self._split(src)
 
         async def rewrite(i: int) -> None:
             sources[i] = await self._rewrite(pairs[i], False, known_absent)
