@@ -15,7 +15,8 @@ Renames, by account type:
 - **flat Blob storage (and Azurite)**: a server-side Copy Blob (destination condition
   ``If-None-Match: *``) then a Delete of the source. This is *not* atomic: between the two
   requests both names exist, and a crash there leaves both (the copy is complete and identical;
-  a repeated commit finishes the job, see ``_complete_half_done_rename``). The copy gets a new
+  a repeated commit, or a rollback renaming the copy back, finishes the job, see
+  ``_complete_half_done_rename``). The copy gets a new
   etag, so an ambiguous rename is proven by the Content-MD5 and size the copy keeps
   (``Store.identity`` / ``Store.proves_rename``). In a batch, the sources' deletes go out as
   Blob Batch requests of up to 256 (one request on the wire for 256 deletes).
@@ -538,20 +539,27 @@ class AzureStore(AsyncStore):
         return f"{url}?{query}" if query else url
 
     async def _complete_half_done_rename(self, sc: str, sk: str, dc: str, dk: str) -> bool:
-        """After a copy found the destination present: ``True`` (and the source deleted) if it
-        is the finished copy of the source from an earlier attempt of this rename (its
-        recorded copy source is the source, sizes and MD5s equal); else ``False``: a genuine
-        conflict."""
+        """After a copy found the destination present: ``True`` (and the source deleted) if
+        one of the two is the finished copy of the other, sizes and MD5s equal; else ``False``:
+        a genuine conflict. Either way round: the destination is an earlier attempt's copy of
+        the source (a rename retried, or resumed after a crash between its copy and its
+        delete), or the source is the copy of the destination (a rename being undone, by a
+        rollback or a restore of data moved aside, whose forward copy landed and whose delete
+        did not). Deleting the source then leaves the bytes where the rename puts them."""
         d = await self._properties(dc, dk, "copy")
         s = await self._properties(sc, sk, "copy")
         if d is None or s is None:
             return False
-        copy_source = unquote(d.header("x-ms-copy-source").split("?", 1)[0])
-        same_source = copy_source == unquote(self._source_url(sc, sk).split("?", 1)[0])
+
+        def copied_from(copy: Response, container: str, key: str) -> bool:
+            source = unquote(copy.header("x-ms-copy-source").split("?", 1)[0])
+            return (copy.header("x-ms-copy-status") == "success"
+                    and source == unquote(self._source_url(container, key).split("?", 1)[0]))
+
         d_md5 = md5_hex(d.header("content-md5"))
         same_content = (d.header("content-length") == s.header("content-length")
                         and d_md5 is not None and d_md5 == md5_hex(s.header("content-md5")))
-        if not (same_source and same_content and d.header("x-ms-copy-status") == "success"):
+        if not (same_content and (copied_from(d, sc, sk) or copied_from(s, dc, dk))):
             return False
         await self._delete_key(sc, sk, "delete_file")
         return True
@@ -568,7 +576,8 @@ class AzureStore(AsyncStore):
         if response.status in (409, 412):
             if await self._complete_half_done_rename(sc, sk, dc, dk):
                 return None
-            raise PathExistsError(f"rename destination exists: {dst}", dst)
+            raise PathExistsError(f"rename destination exists: {dst} (not proven a copy of "
+                                  f"{src}, nor {src} a copy of it: nothing deleted)", dst)
         if response.status == 404:
             raise PathNotFoundError(f"rename source not found: {src}", src)
         if response.status not in (200, 201, 202):

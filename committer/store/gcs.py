@@ -462,7 +462,8 @@ class GcsStore(AsyncStore):
             raise PathNotFoundError(f"rename source not found: {src}", src)
         if d is None or _checksum(d) is None or _checksum(d) != _checksum(s) or d.get(
                 "size") != s.get("size"):
-            raise PathExistsError(f"rename destination exists: {dst}", dst)
+            raise PathExistsError(f"rename destination exists: {dst} (not proven to hold the "
+                                  f"bytes of {src}: nothing deleted)", dst)
         await self._delete_object(bucket, sk, s.get("generation"))
 
     async def _delete_object(self, bucket: str, key: str, generation: Any = None) -> bool:
