@@ -4,7 +4,8 @@ Started by ``fanout.py``, spoken to over its standard input and output in length
 pickled frames (nothing else may write to its standard output, so ``print`` goes to standard
 error): ``("open", location, config)`` opens the store, ``("batch", id, entries)`` renames
 through a ``ManagedStore`` of this process and answers ``("done", id, tally)`` or
-``("failed", id, error, tally)``, ``("stop",)`` ends it once every batch is answered. Batches
+``("failed", id, error, tally)``, ``("stop",)`` ends it once every batch is answered; the end
+of its input without ``stop`` (the committing process died) ends it at once. Batches
 run on ``io_threads`` threads, so that this process's request loop has many in flight, as the
 committing process's has.
 """
@@ -60,7 +61,12 @@ def main() -> int:
     with ThreadPoolExecutor(config.io_threads, thread_name_prefix="fanout") as pool:
         while True:
             message = read_frame(source)
-            if message is None or message[0] == "stop":
+            if message is None:
+                # The committing process is gone without saying stop: it died. A worker is a
+                # part of it and dies with it, its batches unfinished, rather than go on
+                # renaming under whoever resumes or rolls the commit back.
+                os._exit(3)
+            if message[0] == "stop":
                 break
             pool.submit(rename, message[1], message[2])
     backend.close()

@@ -139,3 +139,19 @@ def test_a_job_commit_spreads_its_renames(account: AdlsStub,
     assert counters["store_processes_started"] == 1  # the stage's renames took > 0.1 s
     with open_store(dest, config) as store:
         assert len([s for s in store.walk_files(dest) if "/p=" in s.path]) == 900
+
+
+def test_a_worker_dies_with_the_committing_process(account: AdlsStub) -> None:
+    """A worker whose committing process is gone (its input ends without ``stop``) exits at
+    once, its batches unfinished, instead of renaming on under a resume or a rollback."""
+    lane = fanout._ProcessLane("abfs://c", CommitterConfig(
+        storage_options=account.storage_options))
+    store = _store(account)
+    try:
+        lane.submit(_entries(store, 200))
+        lane._in.close()  # what the kernel does to the pipe when the committing process dies
+        assert lane.process.wait(30) == 3
+    finally:
+        store.close()
+        if lane.process.poll() is None:
+            lane.process.kill()
