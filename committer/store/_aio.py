@@ -19,7 +19,6 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextlib
-import io
 import random
 import threading
 import weakref
@@ -27,8 +26,8 @@ from abc import abstractmethod
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import Any, BinaryIO, Protocol, TypeVar
 
-from committer.errors import StoreError, TransientStoreError
-from committer.store.base import FileStatus, Store
+from committer.errors import PathNotFoundError, StoreError, TransientStoreError
+from committer.store.base import FileStatus, Store, UploadOnClose
 from committer.store.http import loop as _loop
 
 T = TypeVar("T")
@@ -185,28 +184,6 @@ class WireFaults(Protocol):
     def after(self, op: str) -> bool: ...
 
 
-class UploadOnClose(io.BytesIO):
-    """A writable binary stream whose content is stored as one object when it is closed.
-
-    Object stores have no open-append-close files; task output written through
-    ``Store.open_write`` is gathered in memory and uploaded by ``upload`` at ``close()`` (one
-    request, so a reader never sees part of it). Not for outputs larger than memory."""
-
-    def __init__(self, upload: Callable[[bytes], None]) -> None:
-        super().__init__()
-        self._upload: Callable[[bytes], None] | None = upload
-
-    def close(self) -> None:
-        upload, self._upload = self._upload, None
-        if upload is not None and not self.closed:
-            try:
-                upload(self.getvalue())
-            finally:
-                super().close()
-            return
-        super().close()
-
-
 class AsyncStore(Store):
     """A store whose operations are coroutines on one event loop (the request loop).
 
@@ -326,6 +303,23 @@ class AsyncStore(Store):
 
     def stat(self, path: str) -> FileStatus:
         return self._do(path, self._stat, path)
+
+    def stat_many(self, paths: Sequence[str]) -> list[FileStatus | StoreError | None]:
+        out: list[FileStatus | StoreError | None] = [None] * len(paths)
+
+        async def one(i: int) -> None:
+            with contextlib.suppress(PathNotFoundError):
+                out[i] = await self._stat(paths[i])
+
+        failed = run(self._loop, map_bounded, one, range(len(paths)), self._batch_workers)
+        for i, error in enumerate(failed):
+            if isinstance(error, StoreError):
+                out[i] = error
+            elif isinstance(error, Exception):
+                out[i] = self._classify(error, paths[i])
+            elif error is not None:
+                out[i] = StoreError(f"stat {paths[i]} failed: {error!r}", paths[i])
+        return out
 
     def list_dir(self, path: str) -> list[FileStatus]:
         return self._do(path, self._list, path)

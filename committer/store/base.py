@@ -11,6 +11,7 @@ Paths are *locations*: absolute OS paths on local disk, ``scheme://...`` URLs el
 
 from __future__ import annotations
 
+import io
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -59,6 +60,28 @@ def identified_by_listing(store: Store, root: str, listing: Iterable[FileStatus]
             continue
         out.append((src, dst, size, store.identity(f)))
     return out, mismatches
+
+
+class UploadOnClose(io.BytesIO):
+    """A writable binary stream whose content is stored as one object when it is closed.
+
+    Object stores have no open-append-close files; task output written through
+    ``Store.open_write`` is gathered in memory and uploaded by ``upload`` at ``close()`` (one
+    request, so a reader never sees part of it). Not for outputs larger than memory."""
+
+    def __init__(self, upload: Callable[[bytes], None]) -> None:
+        super().__init__()
+        self._upload: Callable[[bytes], None] | None = upload
+
+    def close(self) -> None:
+        upload, self._upload = self._upload, None
+        if upload is not None and not self.closed:
+            try:
+                upload(self.getvalue())
+            finally:
+                super().close()
+            return
+        super().close()
 
 
 class Store(ABC):
@@ -258,6 +281,22 @@ class Store(ABC):
         except PathNotFoundError:
             return False
         return True
+
+    def stat_many(self, paths: Sequence[str]) -> list[FileStatus | StoreError | None]:
+        """The status of each of ``paths``, in order: ``None`` where nothing is there, the
+        error where the call failed (each path on its own). Default: ``stat`` one by one;
+        a backend whose calls wait on a request loop asks for them all at once."""
+        from committer.errors import PathNotFoundError
+
+        out: list[FileStatus | StoreError | None] = []
+        for path in paths:
+            try:
+                out.append(self.stat(path))
+            except PathNotFoundError:
+                out.append(None)
+            except StoreError as e:
+                out.append(e)
+        return out
 
     def remove_dir_if_empty(self, path: str) -> bool:
         """Remove ``path`` only if it has no children; ``True`` if it is gone afterwards."""

@@ -37,7 +37,13 @@ from committer.errors import (
     TransientStoreError,
 )
 from committer.statistics import Tally
-from committer.store.base import FileStatus, SourceEntry, Store, identified_by_listing
+from committer.store.base import (
+    FileStatus,
+    SourceEntry,
+    Store,
+    UploadOnClose,
+    identified_by_listing,
+)
 from committer.store.rate_limit import RateLimiter
 
 if TYPE_CHECKING:
@@ -213,6 +219,29 @@ class ManagedStore:
     def exists(self, path: str) -> bool:
         return self.stat_or_none(path) is not None
 
+    def stat_many(self, paths: Sequence[str]) -> list[FileStatus | None]:
+        """The status of each of ``paths`` (``None`` where nothing is there), asked at once
+        where the backend can (a cloud store's request loop); a path whose call failed
+        transiently is asked again alone, with the retries of any other call."""
+        if not paths:
+            return []
+        self._pace_many(len(paths))
+        t0 = time.perf_counter()
+        found = self.backend.stat_many(paths)
+        tally = Tally()
+        tally.timed_many(st.OP_GET_FILE_STATUS, len(paths), time.perf_counter() - t0)
+        self.stats.merge(tally)
+        out: list[FileStatus | None] = []
+        for path, status in zip(paths, found, strict=True):
+            if isinstance(status, TransientStoreError):
+                self.stats.incr(st.STORE_IO_THROTTLED)
+                out.append(self.stat_or_none(path))
+            elif isinstance(status, StoreError):
+                raise status
+            else:
+                out.append(status)
+        return out
+
     def list_dir(self, path: str) -> list[FileStatus]:
         return self.call(st.OP_LIST_STATUS, lambda: self.backend.list_dir(path))
 
@@ -332,6 +361,11 @@ class ManagedStore:
             return None
 
     def open_write(self, path: str) -> BinaryIO:
+        if self.backend.writes_whole:
+            # An object store stores the stream as one upload when it is closed: that upload
+            # is a write like any other, with this store's retries (a connection reset under
+            # it failed a task's output).
+            return UploadOnClose(lambda data: self.write_bytes(path, data))
         return self.call(st.OP_SAVE_FILE, lambda: self.backend.open_write(path))
 
     def replace_file(self, src: str, dst: str) -> None:
@@ -459,6 +493,7 @@ class ManagedStore:
         completed, a source gone reported missing. Elsewhere, and for a missing source, the
         slow path of ``rename_file``; anything else is raised."""
         again: list[tuple[int, TransientStoreError]] = []
+        missing: list[tuple[str, str, int | None, str | None]] = []
         for index, error in failures:
             tally.timed(st.OP_RENAME, 0.0, failed=True)
             if isinstance(error, TransientStoreError):
@@ -469,9 +504,29 @@ class ManagedStore:
                     continue
             elif not isinstance(error, PathNotFoundError):
                 raise error
-            src, dst, size, etag = entries[index]
-            self._rename_slow_path(src, dst, size, etag)
+            missing.append(entries[index])
+        self._recover_missing(missing)
         return again
+
+    def _recover_missing(self, entries: Sequence[tuple[str, str, int | None, str | None]]
+                         ) -> None:
+        """The renames of a batch that found no source (or, rarely, no destination parent):
+        on a backend that renames in batches, every source and destination is looked up at
+        once and each settled as ``rename_file``'s slow path would; a resumed commit meets one
+        such entry per file its first attempt renamed, and one by one they took a round trip
+        each, two hundred to a chunk. Elsewhere, and for a source that is there, that slow
+        path."""
+        if len(entries) < 2 or not self.backend.native_batches:
+            for src, dst, size, etag in entries:
+                self._rename_slow_path(src, dst, size, etag)
+            return
+        found = self.stat_many([e[0] for e in entries] + [e[1] for e in entries])
+        n = len(entries)
+        for k, (src, dst, size, etag) in enumerate(entries):
+            if found[k] is not None:
+                self._rename_slow_path(src, dst, size, etag)
+            else:
+                self._prove_renamed(src, dst, size, etag, found[n + k])
 
     def _send_again(self, entries: Sequence[tuple[str, str, int | None, str | None]],
                     pending: list[tuple[int, TransientStoreError]], tally: Tally) -> None:
@@ -567,8 +622,16 @@ class ManagedStore:
         try:
             found = self.backend.stat(dst)
         except PathNotFoundError:
+            found = None
+        self._prove_renamed(src, dst, size, etag, found)
+
+    def _prove_renamed(self, src: str, dst: str, size: int | None, etag: str | None,
+                       found: FileStatus | None) -> None:
+        """The source is gone: the rename counts as done only if ``found``, what stands at
+        the destination, provably is the file."""
+        if found is None:
             raise PathNotFoundError(f"rename source not found and destination absent: {src}",
-                                    src) from None
+                                    src)
         # The backend decides what proves identity: a kept etag, or a content checksum where
         # its rename is a copy that changes the etag (Azure Blob without a namespace).
         proven = self.backend.proves_rename(found, size, etag)

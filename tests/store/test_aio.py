@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from committer.store._aio import UploadOnClose, map_bounded
+from committer.store._aio import map_bounded
+from committer.store.base import UploadOnClose
 from committer.store.faults import HttpFaults
 
 

@@ -26,11 +26,12 @@ from committer.job.durability.transaction import lock_wanted, open_lock, success
 from committer.job.stages.cleanup import cleanup_job
 from committer.job.stages.context import StageContext, stage_context
 from committer.job.stages.load_manifests import load_manifests
-from committer.job.stages.plan import Chunk
+from committer.job.stages.plan import Chunk, RenameEntry
 from committer.layout import JobLayout
 from committer.parallel import run_parallel
 from committer.progress import ProgressCallback
 from committer.store import ManagedStore, open_store
+from committer.store.base import FileStatus
 from manifest_schema.journal import MODE_APPEND, MODE_STATIC, Journal, State
 from manifest_schema.records import MovedAside
 
@@ -172,18 +173,36 @@ def _unrename(ctx: StageContext, journal: Journal, report: RollbackReport) -> No
                                                        plan.renames)
 
     def undo(chunk: Chunk) -> tuple[int, list[str]]:
-        restored, problems = 0, []
-        for src, dst, size, etag in chunk.entries:
-            found = store.stat_or_none(dst)
-            if found is None or not store.proves_rename(found, size, etag):
-                # Not renamed while the source is still there; otherwise the file is lost, or
-                # something stands at the destination that cannot be proven to be ours.
-                if not store.exists(src):
-                    problems.append(
-                        f"{dst}: neither it nor its source {src} exists" if found is None else
-                        f"{dst}: its source {src} is gone and the file there cannot be proven "
-                        f"to be it (recorded identity {etag!r}); left in place")
-                continue
+        # The chunk's destinations looked up at once (a cloud store asks them all on its
+        # request loop), the proven ones renamed back as one batch.
+        entries = chunk.entries
+        found = store.stat_many([dst for _, dst, _, _ in entries])
+        back: list[RenameEntry] = []
+        unproven: list[tuple[RenameEntry, FileStatus | None]] = []
+        for (src, dst, size, etag), status in zip(entries, found, strict=True):
+            if status is not None and store.proves_rename(status, size, etag):
+                back.append((dst, src, size, etag))
+            else:
+                unproven.append(((src, dst, size, etag), status))
+        problems: list[str] = []
+        # Not renamed while the source is still there; otherwise the file is lost, or
+        # something stands at the destination that cannot be proven to be ours.
+        present = store.stat_many([src for (src, _, _, _), _ in unproven])
+        for ((src, dst, _, etag), status), source in zip(unproven, present, strict=True):
+            if source is None:
+                problems.append(
+                    f"{dst}: neither it nor its source {src} exists" if status is None else
+                    f"{dst}: its source {src} is gone and the file there cannot be proven "
+                    f"to be it (recorded identity {etag!r}); left in place")
+        if not back:
+            return 0, problems
+        try:
+            store.rename_batch(back)
+            return len(back), problems
+        except StoreError:
+            pass  # one by one, to name each rename that fails (those done are proven done)
+        restored = 0
+        for dst, src, size, etag in back:
             try:
                 try:
                     store.rename_file(dst, src, size=size, etag=etag)

@@ -166,6 +166,29 @@ class _WholeWrites(LocalStore):
         super().replace_file(src, dst)
 
 
+class _ResetsFirstUpload(_WholeWrites):
+    """An object store whose first upload loses its connection (as Azurite reset one)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.uploads = 0
+
+    def write_bytes(self, path: str, data: bytes, *, exclusive: bool = False) -> None:
+        self.uploads += 1
+        if self.uploads == 1:
+            raise TransientStoreError(f"write_bytes {path}: no answer (connection reset)", path)
+        super().write_bytes(path, data, exclusive=exclusive)
+
+
+def test_a_stream_uploaded_at_close_is_retried_as_a_write(tmp_path: Path) -> None:
+    backend = _ResetsFirstUpload()
+    store = ManagedStore(backend, fast_config())
+    with store.open_write(str(tmp_path / "part-0")) as out:
+        out.write(b"task output")
+    assert (tmp_path / "part-0").read_bytes() == b"task output"
+    assert backend.uploads == 2
+
+
 def test_save_atomic_writes_directly_where_writes_are_whole(tmp_path: Path) -> None:
     # an object store's upload is already all or nothing: no temporary object, no copy and
     # delete to move it over the target
@@ -345,6 +368,80 @@ def test_lost_answers_of_a_batch_are_sent_again_as_a_batch(tmp_path: Path) -> No
     assert all((tmp_path / "out" / f"s{i}").exists() for i in range(10))
     assert not any((tmp_path / f"s{i}").exists() for i in range(10))
     assert store.stats.counter("commit_file_rename_recovered") == 3
+
+
+class _StatsAtOnce(_LosingBatches):
+    """A concurrent-batch store that says how it was asked for statuses: one by one, or many
+    at once."""
+
+    def __init__(self) -> None:
+        super().__init__(lost=0)
+        self.asked_at_once: list[int] = []
+        self.asked_alone = 0
+
+    def stat(self, path: str) -> FileStatus:
+        self.asked_alone += 1
+        return super().stat(path)
+
+    def stat_many(self, paths):  # type: ignore[no-untyped-def]
+        self.asked_at_once.append(len(paths))
+        alone = self.asked_alone
+        try:
+            return super().stat_many(paths)
+        finally:
+            self.asked_alone = alone
+
+
+def test_a_batch_of_renames_done_before_is_proven_at_once(tmp_path: Path) -> None:
+    # a resumed commit's batch finds the sources its first attempt renamed gone: every source
+    # and destination is looked up at once (one round trip on a cloud store), not one rename
+    # after another through the slow path
+    backend = _StatsAtOnce()
+    store = ManagedStore(backend, fast_config())
+    entries = [(src, dst, size, backend.stat(src).etag)
+               for src, dst, size, _ in _batch_entries(tmp_path, 10)]
+    for src, dst, _, _ in entries[:6]:
+        Path(src).rename(dst)
+    backend.asked_alone = 0
+    store.rename_batch(entries)
+    assert all((tmp_path / "out" / f"s{i}").exists() for i in range(10))
+    assert store.stats.counter("commit_file_rename_recovered") == 6
+    assert backend.asked_at_once == [12] and backend.asked_alone == 0
+
+
+def test_a_batch_entry_done_before_but_not_provably_is_ambiguous(tmp_path: Path) -> None:
+    backend = _StatsAtOnce()
+    store = ManagedStore(backend, fast_config())
+    entries = [(src, dst, size, backend.stat(src).etag)
+               for src, dst, size, _ in _batch_entries(tmp_path, 4)]
+    Path(entries[0][0]).unlink()
+    Path(entries[0][1]).write_bytes(b"another file")
+    Path(entries[1][0]).unlink()  # and this one is nowhere
+    with pytest.raises(AmbiguousRenameError, match="cannot be proven"):
+        store.rename_batch(entries)
+    assert Path(entries[0][1]).read_bytes() == b"another file"
+
+
+class _RefusesFirstStat(LocalStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls = 0
+
+    def stat(self, path: str) -> FileStatus:
+        self.calls += 1
+        if self.calls == 1:
+            raise TransientStoreError(f"throttled: {path}", path, throttled=True)
+        return super().stat(path)
+
+
+def test_many_statuses_at_once_retry_a_transient_failure_alone(tmp_path: Path) -> None:
+    (tmp_path / "a").write_bytes(b"x")
+    backend = _RefusesFirstStat()
+    store = ManagedStore(backend, fast_config())
+    found = store.stat_many([str(tmp_path / "a"), str(tmp_path / "b")])
+    assert found[0] is not None and found[0].size == 1 and found[1] is None
+    assert backend.calls == 3  # a, b, then a again
+    assert store.stats.counter("store_io_throttled") == 1
 
 
 def test_retry_after_is_honoured_by_single_operations(tmp_path: Path) -> None:
