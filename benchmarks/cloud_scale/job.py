@@ -64,9 +64,9 @@ def _key(location: str) -> str:
 
 
 def generate(sim: CloudSim, service: str, files: int, tasks: int, partitions: int,
-             job_id: str, config: CommitterConfig) -> SimJob:
+             job_id: str, config: CommitterConfig, table: str = "table") -> SimJob:
     scheme = "gs" if service == "gcs" else "abfs"
-    dest = f"{scheme}://{BUCKET}/table"
+    dest = f"{scheme}://{BUCKET}/{table}"
     JobCommitter(dest, job_id, config=config).setup()
     layout = JobLayout(dest, job_id)
     job = SimJob(service, dest, job_id, {}, files)
