@@ -91,7 +91,7 @@ test-crash-scale: setup
 
 # The SIGKILL test on the simulated account, every cloud path (Data Lake, flat Blob, GCS):
 # `make test` runs 3 kill points of a 5,000-file commit per path; this, the hundred points of
-# a 20,000-file commit per path that docs/failure-semantics.md reports (about 75 minutes on
+# a 20,000-file commit per path that docs/failure-semantics.md reports (64 to 80 minutes on
 # two CPUs, the paths side by side). Each run's figures: CLOUD_CRASH_JSON (one JSON line a run).
 CLOUD_CRASH_POINTS ?= 100
 CLOUD_CRASH_FILES ?= 20000
