@@ -93,9 +93,8 @@ def _kill_recovery(crash: cc.CloudCrash, prepared: cc.Prepared, action: str,
     return run.killed
 
 
-def _one(crash: cc.CloudCrash, reference: cc.Snapshot, timeline: list[tuple[str, float]],
-         stage: str, action: str, moment: tuple[str | None, float], *,
-         kill_recovery: bool = False, faults: bool = False,
+def _one(crash: cc.CloudCrash, reference: cc.Snapshot, stage: str, action: str,
+         moment: tuple[str | None, float], *, kill_recovery: bool = False, faults: bool = False,
          rng: random.Random | None = None) -> dict[str, Any]:
     """Stage the job, kill its commit at ``moment``, recover with ``action``, check."""
     prepared = crash.prepare()
@@ -140,7 +139,7 @@ def test_sigkill_then_resume_and_rollback_exact(
         moment = cc.kill_moment(timeline, stage, rng)
         for action in ("resume", "rollback"):
             try:
-                rows.append(_one(job, reference, timeline, stage, action, moment,
+                rows.append(_one(job, reference, stage, action, moment,
                                  kill_recovery=i % 3 == 2, rng=rng))
             except Exception as e:  # every point is run; all failures are reported at the end
                 failures.append(f"point {i}, {action}: {type(e).__name__}: {e}")
@@ -164,7 +163,7 @@ def test_resume_and_rollback_under_throttling_and_lost_answers(
     for _ in range(max(1, _points() // 3)):
         moment = cc.kill_moment(timeline, "rename_files", rng)
         for action in ("resume", "rollback"):
-            row = _one(job, reference, timeline, "rename_files", action, moment, faults=True)
+            row = _one(job, reference, "rename_files", action, moment, faults=True)
             assert row["result"] == ("committed" if action == "resume" else "before") or \
                 row["phase"] in ("cleaning", "committed")
 
