@@ -34,6 +34,7 @@ import orjson
 
 from benchmarks.cloud_scale.job import BUCKET, SimJob, generate
 from committer import CommitterConfig
+from committer.job import JobCommitter
 from committer.store import ManagedStore, open_store
 from committer.testing.cloud_sim import CloudSim
 
@@ -102,8 +103,6 @@ class CloudCrash:
                  partitions: int) -> None:
         self.sim = sim
         self.service = service
-        #: task -> attempt of the job last prepared
-        self.committed_tasks: dict[str, str] = {}
         self.files, self.tasks, self.partitions = files, tasks, partitions
         storage = dict(sim.storage_options)
         if service == "gcs":  # the simulator honours preconditions, as the service does
@@ -130,7 +129,6 @@ class CloudCrash:
              for rel, data in [*EXISTING.items(), ("_SUCCESS", PREVIOUS_SUCCESS)]])
         job = generate(self.sim, self.service, self.files, self.tasks, self.partitions, JOB,
                        self.config(), table=TABLE)
-        self.committed_tasks = job.committed
         return Prepared(job, self.snapshot())
 
     # -- the committing process ---------------------------------------------------------------
@@ -300,7 +298,7 @@ def journal_state(crash: CloudCrash) -> str | None:
         store.close()
 
 
-def recover(crash: CloudCrash, action: str) -> tuple[str, str]:
+def recover(crash: CloudCrash, prepared: Prepared, action: str) -> tuple[str, str]:
     """Run ``action`` (``resume`` or ``rollback``) on whatever the kill left, as a user would
     after reading ``manifest-committer status``; returns ``(the job's state at the kill, the
     state the destination must now be in: "committed" or "before")``.
@@ -325,7 +323,7 @@ def recover(crash: CloudCrash, action: str) -> tuple[str, str]:
             if journal:
                 resume(crash.dest, JOB, config=config, store=store)
             else:  # never started, or finished: committing again is what finishes it
-                _committer(crash, store).commit(crash.committed_tasks)
+                _committer(crash, store).commit(prepared.job.committed)
             return phase, "committed"
         if journal and phase == "cleaning":
             try:
@@ -347,8 +345,6 @@ def recover(crash: CloudCrash, action: str) -> tuple[str, str]:
         store.close()
 
 
-def _committer(crash: CloudCrash, store: ManagedStore) -> Any:
-    from committer.job import JobCommitter
-
+def _committer(crash: CloudCrash, store: ManagedStore) -> JobCommitter:
     return JobCommitter(crash.dest, JOB, config=crash.config(), store=store,
                         dynamic_partition_overwrite=True)

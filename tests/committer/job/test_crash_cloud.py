@@ -108,7 +108,7 @@ def _one(crash: cc.CloudCrash, reference: cc.Snapshot, stage: str, action: str,
         crash.sim.set_faults(throttle_rate=0.05, lose_rate=0.01, seed=int(at * 1e6))
     t0 = time.monotonic()
     try:
-        phase, result = cc.recover(crash, action)
+        phase, result = cc.recover(crash, prepared, action)
     finally:
         if faults:
             crash.sim.set_faults(clear=True)
