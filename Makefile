@@ -14,7 +14,7 @@ VENV35 ?= .venv-spark35
 PYTHON35 := $(VENV35)/bin/python
 STAMP35 := $(VENV35)/.installed
 # Installing (editable) builds the C modules (setup.py).
-BUILD_INPUTS := pyproject.toml setup.py committer/store/_native.c committer/job/stages/_checks.c
+BUILD_INPUTS := pyproject.toml setup.py committer/store/local/_native.c committer/job/stages/_checks.c
 # Then each environment compiles the shim's jar in place, against the pyspark it installed:
 # nothing is downloaded for it. (The editable install cannot: pip builds it in an isolated
 # environment before pyspark is installed. A wheel build compiles a jar per Spark line.)
@@ -105,12 +105,13 @@ test-crash-cloud: setup
 	done; status=0; for pid in $$pids; do wait $$pid || status=1; done; exit $$status
 
 # The Spark suite's share that proves a Spark line works, on Spark 3.5: every write mode against
-# Spark's own committer, the subprocess engine, failed overwrites keeping the old data, task
-# commit races, a driver killed mid-commit then resumed, the packaged jar's selection.
+# Spark's own committer, the engine process, failed overwrites keeping the old data, task
+# commit races, a driver killed mid-commit then resumed, the packaged jar's selection, a
+# filesystem only the JVM opens committed by Hadoop's committer.
 SPARK35_TESTS := tests/spark/test_writes.py tests/spark/test_engine.py \
 	tests/spark/test_overwrite_safety.py tests/spark/test_failures.py \
 	tests/spark/test_task_commit.py tests/spark/test_driver_crash.py tests/spark/test_build.py \
-	tests/spark/test_task_etags.py
+	tests/spark/test_task_etags.py tests/spark/test_jvm_only_filesystem.py
 test-spark35: setup-spark35
 	$(PYTHON35) -m pytest -q $(SPARK35_TESTS)
 

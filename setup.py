@@ -39,8 +39,9 @@ class BuildPyWithJars(build_py):
 
 # Both optional: a machine without a compiler installs fine and runs the same code in Python.
 # The local-disk loops (rename, rmdir, stat, count) without the GIL
-# (committer/store/_native.c; Linux calls, else the ctypes loop).
-native = Extension("committer.store._native", ["committer/store/_native.c"], optional=True,
+# (committer/store/local/_native.c; Linux calls, else the ctypes loop).
+native = Extension("committer.store.local._native", ["committer/store/local/_native.c"],
+                   optional=True,
                    extra_compile_args=["-O2"])
 # The load stage's whole-manifest entry checks in one pass (committer/job/stages/_checks.c).
 checks = Extension("committer.job.stages._checks", ["committer/job/stages/_checks.c"],

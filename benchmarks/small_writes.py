@@ -4,16 +4,18 @@
                                       [--no-connect]
 
 1. **Sequential**: each mode runs in a fresh PySpark driver — ``default`` (Spark's own protocol,
-   no jar), ``inprocess`` and ``subprocess`` (this committer's two engine paths) — doing W
-   warm-up appends and then N timed appends of 100 rows in 2 tasks. R rounds, the order of the
-   modes rotated each round, so a slow spell of the shared machine does not land on one mode.
-2. **Concurrent**: T writer threads in one driver (``default`` against ``inprocess``), and a Spark
-   Connect server with T client sessions (``default`` against this committer, whose engine is
-   the subprocess one there: a Connect server has no Python driver). Same rotation.
+   no jar), ``configure`` (this committer set up by ``committer.spark.configure``) and ``conf``
+   (this committer from the jar and ``commitProtocolClass`` alone, as ``--conf`` lines give it:
+   the engine runs the driver's PySpark interpreter) — doing W warm-up appends and then N timed
+   appends of 100 rows in 2 tasks. R rounds, the order of the modes rotated each round, so a
+   slow spell of the shared machine does not land on one mode.
+2. **Concurrent**: T writer threads in one driver (``default`` against ``configure``), and a
+   Spark Connect server with T client sessions (``default`` against this committer). Same
+   rotation.
 3. **Where our fixed cost goes**: Spark's own ``task commit time`` and ``job commit time``
-   metrics of every sequential write, the in-process engine's time per request, and a replay of
-   a tiny job's requests through the engine in plain Python with its parts timed (request to
-   job, setup, each commit stage, journal saves, thread starts, directory removals).
+   metrics of every sequential write, and a replay of a tiny job's requests through the engine
+   in plain Python with its parts timed (request to job, setup, each commit stage, journal
+   saves, thread starts, directory removals).
 
 Every figure is a median with its spread; the load average is recorded with each driver.
 """
@@ -40,8 +42,9 @@ from typing import Any
 from benchmarks.common import ROOT, markdown_table
 
 NAME = "small-writes"
-TITLE = "Small writes: fixed cost per job (default committer, in-process, subprocess engine)"
-MODES = ("default", "inprocess", "subprocess")
+TITLE = ("Small writes: fixed cost per job (Spark's default committer; this one set up by "
+         "configure() and by --conf alone)")
+MODES = ("default", "configure", "conf")
 DEFAULT_PROTOCOL = "org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol"
 PROTOCOL_KEY = "spark.sql.sources.commitProtocolClass"
 ROWS, TASKS = 100, 2
@@ -118,7 +121,7 @@ def _last_write_metrics(spark: Any) -> dict[str, float]:
 def _session(mode: str, work: Path) -> Any:
     from pyspark.sql import SparkSession
 
-    from committer.spark import configure
+    from committer.spark import PROTOCOL_CLASS, configure, jar_path
 
     builder = (
         SparkSession.builder.master("local[2]").appName(f"small-writes-{mode}")
@@ -126,28 +129,18 @@ def _session(mode: str, work: Path) -> Any:
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.warehouse.dir", str(work / "warehouse"))
     )
-    spark = builder.getOrCreate() if mode == "default" else configure(
-        builder, engine=mode).getOrCreate()
+    if mode == "configure":
+        builder = configure(builder)
+    elif mode == "conf":
+        # What --jars, --driver-class-path and one --conf give: the engine runs the driver's
+        # PySpark interpreter, found through $PYSPARK_DRIVER_PYTHON.
+        jar = str(jar_path())
+        builder = builder.config("spark.jars", jar).config("spark.driver.extraClassPath", jar) \
+            .config(PROTOCOL_KEY, PROTOCOL_CLASS)
+        os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
-
-
-def _timed_engine(spark: Any) -> dict[str, list[float]]:
-    """Registers the in-process engine wrapped in a timer; returns where times accumulate."""
-    from committer.spark.bridge import PythonJobCommitEngine, register
-
-    times: dict[str, list[float]] = {}
-
-    class Timed(PythonJobCommitEngine):
-        def _call(self, operation: str, request_json: str) -> str:
-            t0 = time.perf_counter()
-            try:
-                return super()._call(operation, request_json)
-            finally:
-                times.setdefault(operation, []).append(time.perf_counter() - t0)
-
-    register(spark, Timed())
-    return times
 
 
 def _driver(params: dict[str, Any]) -> dict[str, Any]:
@@ -155,15 +148,12 @@ def _driver(params: dict[str, Any]) -> dict[str, Any]:
     writers, writes, warmup = params["writers"], params["writes"], params["warmup"]
     load_before = os.getloadavg()
     spark = _session(mode, work)
-    engine_times = _timed_engine(spark) if mode == "inprocess" and writers == 1 else None
     df = spark.range(0, ROWS, numPartitions=TASKS)
     out: dict[str, Any] = {"mode": mode, "writers": writers}
     try:
         for w in range(writers):
             for _ in range(warmup):
                 df.write.mode("append").parquet(str(work / f"w{w}"))
-        if engine_times is not None:
-            engine_times.clear()
         times: list[float] = []
         metrics: list[dict[str, float]] = []
         lock = threading.Lock()
@@ -187,7 +177,6 @@ def _driver(params: dict[str, Any]) -> dict[str, Any]:
         _in_threads(writer, writers, errors)
         out["times"] = times
         out["metrics"] = metrics
-        out["engine"] = engine_times or {}
         out["rows_read"] = [spark.read.parquet(str(work / f"w{w}")).count()
                             for w in range(writers)]
     finally:
@@ -213,7 +202,7 @@ def _free_port() -> int:
 @contextlib.contextmanager
 def connect_server(work: Path) -> Iterator[str]:
     """A Spark Connect server on 127.0.0.1 whose writes go through this committer (its engine:
-    the subprocess one; clients may switch to Spark's protocol per session)."""
+    the driver JVM's engine process; clients may switch to Spark's protocol per session)."""
     import pyspark
 
     from committer.spark import jar_path, spark_conf
@@ -401,8 +390,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                    "writers": args.writers, "concurrent_writes": args.concurrent_writes,
                    "rows": ROWS, "tasks": TASKS},
         "sequential": {m: [] for m in MODES},
-        "threads": {m: [] for m in ("default", "inprocess")},
-        "connect": {m: [] for m in ("default", "subprocess")},
+        "threads": {m: [] for m in ("default", "configure")},
+        "connect": {m: [] for m in ("default", "ours")},
     }
     with tempfile.TemporaryDirectory(prefix="small-writes-") as tmp:
         base = Path(tmp)
@@ -415,7 +404,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                     "warmup": args.warmup}))
                 shutil.rmtree(work, ignore_errors=True)
         for r in range(args.rounds):
-            for mode in _rotated(("default", "inprocess"), r):
+            for mode in _rotated(("default", "configure"), r):
                 work = base / f"thr-{mode}-{r}"
                 print(f"  {args.writers} threads round {r + 1}/{args.rounds}: {mode}",
                       flush=True)
@@ -428,7 +417,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             work.mkdir()
             with connect_server(work) as url:
                 for r in range(args.rounds):
-                    for mode in _rotated(("default", "subprocess"), r):
+                    for mode in _rotated(("default", "ours"), r):
                         print(f"  Connect, {args.writers} clients, round {r + 1}/{args.rounds}:"
                               f" {mode}", flush=True)
                         result["connect"][mode].append(_run_sub("--connect-client", {
@@ -486,10 +475,6 @@ def summarize(result: dict[str, Any]) -> dict[str, Any]:
         metrics = [m for r in runs for m in r["metrics"]]
         breakdown[mode] = {key: _stats([m[key] for m in metrics if key in m])
                            for key in ("job_commit_time", "task_commit_time")}
-        engine = {op: _stats([t for r in runs for t in r["engine"].get(op, [])])
-                  for op in ("setupJob", "commitJob")}
-        if engine["commitJob"].get("n"):
-            breakdown[mode]["engine"] = engine
     out["breakdown"] = breakdown
     jobs = result["engine_parts"]["jobs"]
     names = sorted({n for j in jobs for n in j["parts"]})
@@ -536,19 +521,15 @@ def report(result: dict[str, Any]) -> str:
               "timed writes each)", "", table(s["threads"]), ""]
     if s["connect"]:
         lines += [f"### Spark Connect server, {p['writers']} client sessions writing at once "
-                  f"({p['concurrent_writes']} timed writes each; ours = subprocess engine)", "",
+                  f"({p['concurrent_writes']} timed writes each)", "",
                   table(s["connect"]), ""]
     lines += ["### Where the time goes (one writer; medians in ms)", ""]
     rows = []
     for mode, b in s["breakdown"].items():
-        eng = b.get("engine", {})
         rows.append([mode, _ms(b["task_commit_time"].get("median", 0.0)),
-                     _ms(b["job_commit_time"].get("median", 0.0)),
-                     _ms(eng["setupJob"]["median"]) if eng else "",
-                     _ms(eng["commitJob"]["median"]) if eng else ""])
+                     _ms(b["job_commit_time"].get("median", 0.0))])
     lines += [markdown_table(["mode", "task commit (Spark metric, both tasks)",
-                              "job commit (Spark metric)", "engine setupJob",
-                              "engine commitJob"], rows), ""]
+                              "job commit (Spark metric)"], rows), ""]
     e = s["engine_parts"]
     lines += [f"Engine replay in plain Python (a 2-file job, {e['commitJob']['n']} jobs): "
               f"setupJob {_ms(e['setupJob']['median'])} ms, commitJob "

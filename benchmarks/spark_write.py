@@ -26,8 +26,8 @@ Reported per layout and committer (median of the repeats; the committers' order 
 one repeat to the next): end-to-end write seconds, job commit seconds, and job-commit files per
 second, and ours against Spark's default end to end, within each repeat. For Spark's and ours
 the job commit time is Spark's own ``job commit time`` SQL metric (everything inside
-``commitJob``, including the Py4J round trip); for Hadoop's it is the wall time of its
-``commitJob``.
+``commitJob``, including the round trip to the engine process); for Hadoop's it is the wall
+time of its ``commitJob``.
 """
 
 from __future__ import annotations
@@ -36,31 +36,30 @@ import argparse
 import json
 import shutil
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from benchmarks.common import DEFAULT_OUT
-from committer.spark import PROTOCOL_CLASS, configure
-from committer.spark.bridge import PythonJobCommitEngine, register
+from committer.spark import PROTOCOL_CLASS, PYTHON_KEY, configure
 
 DEFAULT_PROTOCOL = "org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol"
 COMMITTERS = ("spark-default", "hadoop-manifest", "ours")
 LAYOUTS = {"standard": COMMITTERS, "repartition": ("spark-default", "ours")}
 
 
-class _DeferredCommit(PythonJobCommitEngine):
-    """Sets up jobs normally but leaves job commit to Hadoop's committer (records the job id)."""
-
-    def __init__(self) -> None:
-        self.job_ids: list[str] = []
-
-    def _call(self, operation: str, request_json: str) -> str:
-        if operation == "commitJob":
-            self.job_ids.append(json.loads(request_json)["jobId"])
-            return json.dumps({"ok": True, "result": {}})
-        return super()._call(operation, request_json)
+def _deferred_engine(work: Path) -> tuple[Path, Path]:
+    """An interpreter for the shim that runs ``benchmarks.deferred_engine``: jobs set up, their
+    commit left to Hadoop's committer; returns it and the file of job ids it leaves."""
+    work.mkdir(parents=True, exist_ok=True)
+    job_ids = work / "deferred-job-ids"
+    script = work / "deferred-python.sh"
+    script.write_text(f"#!/bin/sh\nexec '{sys.executable}' -m benchmarks.deferred_engine "
+                      f"'{job_ids}'\n", encoding="utf-8")
+    script.chmod(0o755)
+    return script, job_ids
 
 
 def _job_commit_metric_seconds(spark: Any) -> float:
@@ -130,20 +129,21 @@ def _write(df: Any, layout: str, dest: Path, records_per_file: int) -> None:
 
 def _trial(spark: Any, committer: str, df: Any, layout: str, dest: Path,
            records_per_file: int) -> dict[str, float]:
-    deferred: _DeferredCommit | None = None
     if committer == "spark-default":
         spark.conf.set("spark.sql.sources.commitProtocolClass", DEFAULT_PROTOCOL)
     else:
         spark.conf.set("spark.sql.sources.commitProtocolClass", PROTOCOL_CLASS)
-    if committer == "hadoop-manifest":
-        deferred = _DeferredCommit()
-        register(spark, deferred)
+    deferred = committer == "hadoop-manifest"
+    if deferred:
+        python, job_ids = _deferred_engine(dest.parent / "deferred-engine")
+        spark.conf.set(PYTHON_KEY, str(python))
     started = time.perf_counter()
     _write(df, layout, dest, records_per_file)
     write_seconds = time.perf_counter() - started
-    if deferred is not None:
-        register(spark)
-        commit_seconds = _hadoop_commit(spark, dest, deferred.job_ids[-1])
+    if deferred:
+        spark.conf.unset(PYTHON_KEY)
+        job_id = job_ids.read_text(encoding="utf-8").split()[-1]
+        commit_seconds = _hadoop_commit(spark, dest, job_id)
         total = write_seconds + commit_seconds
     else:
         commit_seconds = _job_commit_metric_seconds(spark)

@@ -159,7 +159,7 @@ def _floor(shape: Shape, threads: int) -> dict[str, Any]:
     nothing is checked, moved or removed. Only for ``own_partitions`` jobs."""
     import orjson
 
-    from committer.store import _native
+    from committer.store.local import _native
 
     if not shape.own_partitions:
         raise SystemExit("the floor needs a job with own_partitions")
@@ -341,7 +341,7 @@ def _engine_as_before() -> None:
             self.rename_file(src, dst, size=size, etag=etag)
 
     ManagedStore.prunes_empty_dirs = property(lambda self: False)  # type: ignore[method-assign,assignment]
-    ManagedStore.rename_batch = rename_each  # type: ignore[method-assign]
+    ManagedStore.rename_batch = rename_each  # type: ignore[method-assign,assignment]
     # and manifests parsed on the pool as before, 2 x io_threads at once, on local disk too
     from committer.job.stages import load_manifests
     from committer.parallel import prefetched

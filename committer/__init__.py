@@ -6,7 +6,7 @@ The data's path through the package:
     job/       stages/: manifests -> plan -> directories -> renames -> [validation] -> _SUCCESS
                -> cleanup; durability/: journal, move-aside, lock, history, rollback
     store/     every storage access: backends, statistics, retries, rate limit, fault injection
-    spark/     the JVM shim's Python side (PySpark helper, driver bridge)
+    spark/     the JVM shim's Python side (PySpark helper, the engine process)
     cli/       the ``manifest-committer`` command
 """
 

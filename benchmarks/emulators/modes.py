@@ -31,7 +31,7 @@ from committer.config import CommitterConfig
 from committer.job import JobCommitter
 from committer.store import open_store
 from committer.store._aio import map_bounded
-from committer.store.azure import _COPY_POLL_INITIAL_S, _COPY_POLL_MAX_S
+from committer.store.azure.blob import _COPY_POLL_INITIAL_S, _COPY_POLL_MAX_S
 from committer.store.credentials import CONCURRENCY_OPTION
 
 MODES = ("committer", "raw", "naive", "v1")
@@ -72,8 +72,9 @@ async def _raw_azure(options: dict[str, Any], pairs: Sequence[Sequence[str]],
     from adlfs import AzureBlobFileSystem
 
     from committer.store.azure import API_VERSION, BATCH_LIMIT
-    from committer.store.http.azure_auth import azure_auth, http_date
-    from committer.store.http.connection import ConnectionPool, Origin
+    from committer.store.azure.auth import azure_auth, http_date
+    from committer.store.http.connection import ConnectionPool
+    from committer.store.http.messages import Origin
     from committer.store.http.multipart import batch_body, new_boundary
     from committer.store.http.quoting import quote_name, quote_path
 
@@ -96,7 +97,7 @@ async def _raw_azure(options: dict[str, Any], pairs: Sequence[Sequence[str]],
             raise RuntimeError(f"{method} {path}: HTTP {r.status} {r.header('x-ms-error-code')}")
         status = r.header("x-ms-copy-status")
         delay = _COPY_POLL_INITIAL_S
-        while status == "pending":  # as committer/store/azure.py: poll a pending copy
+        while status == "pending":  # as committer/store/azure/blob.py: poll a pending copy
             await asyncio.sleep(delay)
             delay = min(delay * 2, _COPY_POLL_MAX_S)
             head = {"x-ms-version": API_VERSION, "x-ms-date": http_date(), "content-length": "0"}
@@ -146,7 +147,8 @@ async def _raw_gcs(options: dict[str, Any], pairs: Sequence[Sequence[str]],
     import orjson
 
     from committer.store.gcs import BATCH_LIMIT
-    from committer.store.http.connection import ConnectionPool, Origin
+    from committer.store.http.connection import ConnectionPool
+    from committer.store.http.messages import Origin
     from committer.store.http.multipart import batch_body, new_boundary, parse_batch_response
     from committer.store.http.quoting import quote_name
 

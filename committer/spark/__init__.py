@@ -6,15 +6,16 @@
     spark = committer.spark.configure(SparkSession.builder, io_threads=64).getOrCreate()
 
 :func:`configure` adds the shim jar (built from source on first use, see
-:mod:`committer.spark.build`), selects the commit protocol, sets committer options, and makes
-the session register this Python process as the in-process job engine when it starts.
+:mod:`committer.spark.build`), selects the commit protocol, sets committer options, and points
+the job engine (a Python child process of the driver's JVM, ``committer.spark.driver``) at this
+interpreter and this package. :func:`spark_conf` gives the same settings as ``--conf`` entries,
+for drivers that are not PySpark processes.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -23,21 +24,18 @@ from committer.errors import ConfigError
 from committer.spark.errors import JarUnavailableError
 
 __all__ = [
-    "ENGINE_KEY",
     "PROTOCOL_CLASS",
+    "PYTHONPATH_KEY",
+    "PYTHON_KEY",
     "JarUnavailableError",
     "configure",
     "jar_path",
-    "register_engine",
     "spark_conf",
-    "unregister_engine",
 ]
 
 PROTOCOL_CLASS = "manifestcommitter.spark.ManifestCommitProtocol"
-ENGINE_KEY = "spark.manifest.committer.engine"
 PYTHON_KEY = "spark.manifest.committer.python"
 PYTHONPATH_KEY = "spark.manifest.committer.pythonpath"
-ENGINE_MODES = ("auto", "inprocess", "subprocess")
 
 _ATTR_TO_KEY = {k.attr: k.name for k in KEYS}
 B = TypeVar("B")
@@ -54,19 +52,16 @@ def _option_value(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-def spark_conf(engine: str = "auto", **options: Any) -> dict[str, str]:
+def spark_conf(**options: Any) -> dict[str, str]:
     """The Spark configuration entries for the committer (for ``--conf`` or spark-defaults).
 
     ``options`` are :class:`committer.config.CommitterConfig` field names (``io_threads=64``,
     ``validate_output=True``...), set as ``spark.hadoop.<hadoop key>``.
     """
-    if engine not in ENGINE_MODES:
-        raise ConfigError(f"engine must be one of {ENGINE_MODES}, got {engine!r}")
     conf = {
         "spark.sql.sources.commitProtocolClass": PROTOCOL_CLASS,
-        ENGINE_KEY: engine,
-        # The subprocess engine runs this very interpreter and can import this very package even
-        # when it is not installed (a source checkout).
+        # The engine runs this very interpreter and can import this very package even when it
+        # is not installed (a source checkout).
         PYTHON_KEY: sys.executable,
         PYTHONPATH_KEY: str(Path(__file__).resolve().parents[2]),
     }
@@ -87,13 +82,12 @@ def _append_path(existing: str | None, entry: str, separator: str) -> str:
     return existing if entry in parts else f"{existing}{separator}{entry}"
 
 
-def configure(builder: B, engine: str = "auto", **options: Any) -> B:
+def configure(builder: B, **options: Any) -> B:
     """Returns ``builder`` set up to write through the manifest committer.
 
     Adds the jar to ``spark.jars`` (executors) and ``spark.driver.extraClassPath`` (Spark checks
     that the protocol class loads when the option is set, so it must be there from the start),
-    sets the protocol class and ``options``, and wraps ``getOrCreate`` so that the new session
-    registers this process as the in-process job engine.
+    and sets the protocol class, the engine's interpreter and ``options``.
     """
     jar = str(jar_path())
     existing: dict[str, Any] = dict(getattr(builder, "_options", {}) or {})
@@ -103,30 +97,6 @@ def configure(builder: B, engine: str = "auto", **options: Any) -> B:
         "spark.driver.extraClassPath",
         _append_path(existing.get("spark.driver.extraClassPath"), jar, os.pathsep),
     )
-    for key, value in spark_conf(engine, **options).items():
+    for key, value in spark_conf(**options).items():
         b = b.config(key, value)
-    original: Callable[[], Any] = b.getOrCreate
-
-    def get_or_create() -> Any:
-        session = original()
-        if engine != "subprocess":
-            register_engine(session)
-        return session
-
-    # Instance attribute: only this builder is affected, not SparkSession.Builder in general.
-    b.getOrCreate = get_or_create
     return builder
-
-
-def register_engine(spark: Any) -> None:
-    """Registers this process as the job engine of an already running session."""
-    from committer.spark.bridge import register
-
-    register(spark)
-
-
-def unregister_engine(spark: Any) -> bool:
-    """Stops using the in-process engine; later jobs start the subprocess engine."""
-    from committer.spark.bridge import unregister
-
-    return unregister(spark)

@@ -1,9 +1,9 @@
 """Subprocess entry point of the job engine: ``python -m committer.spark.driver [--serve]``.
 
-The JVM shim runs this when no in-process engine is registered (a JVM application, ``spark-sql``,
-the Thrift server, Spark Connect, a driver started without :func:`committer.spark.configure`).
-Requests carry configuration and store credentials, so they arrive on standard input, never on
-the command line; responses go to standard output; logs go to standard error.
+The JVM shim runs this for every driver (PySpark, a JVM application, ``spark-sql``, the Thrift
+server, Spark Connect): the driver's job setup, commit and abort happen here. Requests carry
+configuration and store credentials, so they arrive on standard input, never on the command
+line; responses go to standard output; logs go to standard error.
 
 ``--serve`` (what the shim runs): one long-lived engine per driver JVM. It writes a ready line,
 then reads one request per line, ``{"id": n, "request": {...}}``, runs each on its own thread

@@ -1,7 +1,6 @@
 """The job side of the Spark commit protocol: one request document in, one response out.
 
-Both transports go through :func:`handle`: the in-process Py4J callback
-(:mod:`committer.spark.bridge`) and the subprocess entry point (:mod:`committer.spark.driver`).
+The shim's one transport, the engine process :mod:`committer.spark.driver`, calls :func:`handle`.
 The request is built by the JVM shim (``EngineClient``/``ManifestCommitProtocol``) and carries
 only what the engine reads::
 
@@ -33,8 +32,8 @@ from typing import Any
 from committer.errors import ConfigError, ManifestCommitterError
 from manifest_schema.uris import uri_to_location
 
-__all__ = ["CONF_KEY_PREFIXES", "OPERATIONS", "RequestError", "error_response", "forwarded",
-           "handle"]
+__all__ = ["CONF_KEY_PREFIXES", "ENGINE_SCHEMES", "OPERATIONS", "RequestError", "error_response",
+           "forwarded", "handle"]
 
 LOG = logging.getLogger(__name__)
 OPERATIONS = ("setupJob", "commitJob", "abortJob", "deleteWithJob")
@@ -57,6 +56,12 @@ CONF_KEY_PREFIXES = (
     "fs.gs.storage.root.url",
     "fs.gs.project.id",
 )
+
+# The destinations the shim sends here: schemes whose store this engine builds from the Spark
+# configuration (committer.store.credentials; local disk). Any other is committed in the JVM by
+# Spark's protocol with Hadoop's committer (ManifestCommitProtocol's ENGINE_SCHEMES, kept equal
+# by a test).
+ENGINE_SCHEMES = ("file", "abfs", "abfss", "wasb", "wasbs", "gs")
 
 
 def forwarded(key: str) -> bool:

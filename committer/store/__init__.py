@@ -14,8 +14,8 @@ from committer.config import CommitterConfig
 from committer.errors import ConfigError
 from committer.statistics import IOStatistics
 from committer.store.base import FileStatus, Store
-from committer.store.local import LocalStore
-from committer.store.managed import ManagedStore
+from committer.store.local.store import LocalStore
+from committer.store.managed.store import ManagedStore
 from manifest_schema.uris import split_scheme
 
 __all__ = ["FileStatus", "ManagedStore", "Store", "open_backend", "open_store", "register_backend"]
@@ -73,7 +73,7 @@ def open_store(
     """The managed store for ``location``; pass ``backend`` to supply one (tests, faults)."""
     config = config or CommitterConfig()
     if backend is None and split_scheme(location)[0] in ("", "file"):
-        # renames and directory creation stay beneath the location (see store/beneath.py)
+        # renames and directory creation stay beneath the location (see store/local/beneath.py)
         backend = LocalStore(location, follow_symlinks=config.destination_follow_symlinks)
     elif backend is None:
         backend = open_backend(location, config.storage_options)

@@ -3,7 +3,7 @@
 Backends are deliberately small and honest: they do one request per call and translate their
 failures into the families of :mod:`committer.errors` (``PathNotFoundError``, ``PathExistsError``,
 ``TransientStoreError`` for anything a retry may cure). Retries, rate limits, statistics and
-fault injection are layered on top (``managed.py``, ``faults.py``), never inside a backend; the
+fault injection are layered on top (``managed/``, ``faults.py``), never inside a backend; the
 cloud backends only offer a hook at the wire where ``faults.HttpFaults`` plugs in.
 
 Paths are *locations*: absolute OS paths on local disk, ``scheme://...`` URLs elsewhere.

@@ -27,21 +27,19 @@ def test_rotation_puts_every_mode_first_once() -> None:
     assert sorted(_rotated(modes, 2)) == sorted(modes)
 
 
-def _driver(mode: str, times: list[float],
-            engine: dict[str, list[float]] | None = None) -> dict[str, Any]:
+def _driver(mode: str, times: list[float]) -> dict[str, Any]:
     return {"mode": mode, "times": times, "load_average": [[1.0, 1.0, 1.0], [1.0, 1.0, 1.0]],
             "metrics": [{"job_commit_time": t / 10, "task_commit_time": t / 20} for t in times],
-            "engine": engine or {}, "rows_read": [100]}
+            "rows_read": [100]}
 
 
 def test_summary_ratios_are_against_the_default_committer() -> None:
     result: dict[str, Any] = {
         "sequential": {"default": [_driver("default", [1.0, 1.0, 3.0])],
-                       "inprocess": [_driver("inprocess", [1.5, 1.5, 1.5],
-                                             {"setupJob": [0.1], "commitJob": [0.2]})],
-                       "subprocess": [_driver("subprocess", [2.0, 2.0, 0.5])]},
-        "threads": {"default": [], "inprocess": []},
-        "connect": {"default": [], "subprocess": []},
+                       "configure": [_driver("configure", [1.5, 1.5, 1.5])],
+                       "conf": [_driver("conf", [2.0, 2.0, 0.5])]},
+        "threads": {"default": [], "configure": []},
+        "connect": {"default": [], "ours": []},
         "engine_parts": {"jobs": [{"setupJob": 0.001, "commitJob": 0.01,
                                    "setup_parts": {"setup": 0.001},
                                    "parts": {"journal saves": 0.004},
@@ -49,9 +47,8 @@ def test_summary_ratios_are_against_the_default_committer() -> None:
     }
     s = summarize(result)
     assert s["sequential"]["default"]["all"]["median"] == 1.0
-    assert s["sequential"]["inprocess"]["ratio"] == 1.5
-    assert s["sequential"]["subprocess"]["ratio"] == 2.0
+    assert s["sequential"]["configure"]["ratio"] == 1.5
+    assert s["sequential"]["conf"]["ratio"] == 2.0
     assert s["threads"] == {} and s["connect"] == {}
-    assert s["breakdown"]["inprocess"]["engine"]["commitJob"]["median"] == 0.2
-    assert "engine" not in s["breakdown"]["default"]
+    assert s["breakdown"]["configure"]["job_commit_time"]["median"] == 0.15
     assert s["engine_parts"]["calls"]["journal saves"] == 6

@@ -7,6 +7,7 @@ runtime SQL option), so one session serves both sides of every comparison.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,10 +31,29 @@ def spark_work_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+JVM_ONLY_FS = "manifestcommitter.testfs.JvmOnlyFileSystem"
+JVM_ONLY_SOURCE = Path(__file__).resolve().parent / "jvm" / "manifestcommitter" / "testfs" / \
+    "JvmOnlyFileSystem.java"
+
+
+def _test_filesystem_classes(out: Path) -> str:
+    """The test filesystem of scheme ``jvmonly`` (tests/spark/jvm), compiled for the session's
+    classpath: the driver's JVM is also the executors' in local mode."""
+    from committer.spark import build
+
+    javac = build.find_javac()
+    if javac is None:
+        pytest.skip("the Spark suite needs a JDK (the shim is compiled from source)")
+    subprocess.run([javac, "-nowarn", "-cp", f"{build.spark_jars_dir()}/*", "-d", str(out),
+                    str(JVM_ONLY_SOURCE)], check=True, capture_output=True)
+    return str(out)
+
+
 @pytest.fixture(scope="session")
-def spark(spark_work_dir: Path) -> Iterator[Any]:
+def spark(spark_work_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     # Python workers must run this interpreter (it has the test dependencies).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    test_classes = _test_filesystem_classes(tmp_path_factory.mktemp("test-filesystems"))
     builder = (
         SparkSession.builder.master("local[2, 3]")  # 2 cores; a task may fail 3 times
         .appName("manifest-committer-tests")
@@ -44,7 +64,12 @@ def spark(spark_work_dir: Path) -> Iterator[Any]:
         .config("spark.sql.sources.partitionOverwriteMode", "static")
         .config("spark.driver.memory", "1g")
     )
-    session = committer.spark.configure(builder).getOrCreate()
+    builder = committer.spark.configure(builder)
+    classpath = builder._options["spark.driver.extraClassPath"]
+    builder = builder.config("spark.driver.extraClassPath",
+                             f"{classpath}{os.pathsep}{test_classes}")
+    builder = builder.config("spark.hadoop.fs.jvmonly.impl", JVM_ONLY_FS)
+    session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()

@@ -58,7 +58,7 @@ def connect_server_available() -> bool:
 def conf_lines(warehouse: Path) -> list[str]:
     """``--jars``, ``--driver-class-path`` and ``--conf`` arguments, as docs/spark.md gives them."""
     jar = str(committer.spark.jar_path())
-    conf = committer.spark.spark_conf(engine="auto")
+    conf = committer.spark.spark_conf()
     conf.update({
         "spark.ui.enabled": "false",
         "spark.sql.shuffle.partitions": "4",

@@ -2,13 +2,14 @@
 
     python -m tests.spark.crash_driver DEST ROWS PARTITIONS KILL_AFTER_RENAMES [no-etags]
 
-Creates its own local session through ``committer.spark.configure`` (in-process engine), writes
-``ROWS`` rows partitioned into ``PARTITIONS`` directories under ``DEST``, and kills its whole
-process group (this Python driver and its JVM, as a lost driver machine would) once the job
-commit has renamed ``KILL_AFTER_RENAMES`` data files into the destination.
+Creates its own local session through ``committer.spark.configure``, writes ``ROWS`` rows
+partitioned into ``PARTITIONS`` directories under ``DEST``, and kills its whole process group
+(this Python driver, its JVM and the engine process, as a lost driver machine would) once the
+job commit has renamed ``KILL_AFTER_RENAMES`` data files into the destination.
 
-The kill switch is a wrapper this script puts around the local store's rename calls in its own
-process (the batch loop ``rename_batch`` the job commit uses, and single ``rename_file`` calls);
+The kill switch is a wrapper around the local store's rename calls (the batch loop
+``rename_batch`` the job commit uses, and single ``rename_file`` calls) in the engine process,
+which the session runs as ``python -m tests.spark.crash_driver --engine KILL_AFTER [no-etags]``;
 no production code path knows about it. With ``no-etags``, the committed task manifests lose
 their file identities (``e``) just before job commit reads them, as Hadoop's own task committer
 would have written them.
@@ -19,8 +20,10 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import tempfile
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from committer.errors import StoreError
@@ -72,8 +75,6 @@ def install_kill_switch(kill_after: int) -> None:
 
 
 def strip_identities_before_job_commit() -> None:
-    from pathlib import Path
-
     import orjson
 
     from committer.job.committer import JobCommitter
@@ -91,15 +92,28 @@ def strip_identities_before_job_commit() -> None:
     JobCommitter.commit = commit  # type: ignore[method-assign]
 
 
+def engine(argv: list[str]) -> int:
+    """The engine process, with the kill switch (and, with ``no-etags``, the identities gone)."""
+    from committer.spark.driver import main as serve
+
+    install_kill_switch(int(argv[0]))
+    if argv[1:] == ["no-etags"]:
+        strip_identities_before_job_commit()
+    return serve(["--serve"])
+
+
 def main(argv: list[str]) -> int:
+    if argv[:1] == ["--engine"]:
+        return engine(argv[1:])
     dest, rows, partitions, kill_after = argv[0], int(argv[1]), int(argv[2]), int(argv[3])
     from pyspark.sql import SparkSession
 
     import committer.spark
+    from tests.spark.helpers import engine_python
 
-    install_kill_switch(kill_after)
-    if argv[4:] == ["no-etags"]:
-        strip_identities_before_job_commit()
+    work = Path(tempfile.mkdtemp(prefix="crash-engine-"))
+    python = engine_python(work, "tests.spark.crash_driver", "--engine", str(kill_after),
+                           *argv[4:5])
     builder = (
         SparkSession.builder.master("local[2]")
         .appName("manifest-committer-crash-driver")
@@ -107,7 +121,8 @@ def main(argv: list[str]) -> int:
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.memory", "512m")
     )
-    spark = committer.spark.configure(builder, engine="inprocess").getOrCreate()
+    builder = committer.spark.configure(builder).config(committer.spark.PYTHON_KEY, str(python))
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     print(READY, flush=True)
     spark.range(0, rows, numPartitions=2) \

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
-import threading
+import shutil
+import sys
+import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from committer.spark import ENGINE_KEY, PROTOCOL_CLASS
-from committer.spark.bridge import PythonJobCommitEngine
+from committer.spark import PROTOCOL_CLASS
 
 DEFAULT_PROTOCOL = "org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol"
 PROTOCOL_KEY = "spark.sql.sources.commitProtocolClass"
@@ -43,12 +44,6 @@ def default_committer(spark: Any) -> Iterator[None]:
         yield
     finally:
         spark.conf.set(PROTOCOL_KEY, PROTOCOL_CLASS)
-
-
-@contextmanager
-def engine_mode(spark: Any, mode: str) -> Iterator[None]:
-    with session_conf(spark, **{ENGINE_KEY.replace(".", "__"): mode}):
-        yield
 
 
 def rows(
@@ -98,42 +93,87 @@ def assert_ours(root: Path) -> dict[str, Any]:
     return doc
 
 
-class InterceptingEngine(PythonJobCommitEngine):
-    """The real in-process engine with hooks before each operation (to inspect or sabotage)."""
+def engine_python(directory: Path, module: str, *args: str) -> Path:
+    """An executable to give the shim as the engine's interpreter: it runs ``python -m
+    module args`` instead of the engine (the shim's own arguments are dropped)."""
+    script = directory / "python.sh"
+    quoted = " ".join(f"'{a}'" for a in (sys.executable, "-m", module, *args))
+    script.write_text(f"#!/bin/sh\nexec {quoted}\n", encoding="utf-8")
+    script.chmod(0o755)
+    return script
 
-    def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
-        self.before_commit: Callable[[dict[str, Any]], None] | None = None
-        self.replace_commit: Callable[[dict[str, Any]], dict[str, Any]] | None = None
-        self._lock = threading.Lock()
 
-    def _call(self, operation: str, request_json: str) -> str:
-        request = json.loads(request_json)
-        with self._lock:
-            self.requests.append(request)
-        if operation == "commitJob":
-            if self.before_commit is not None:
-                self.before_commit(request)
-            if self.replace_commit is not None:
-                return json.dumps(self.replace_commit(request))
-        return super()._call(operation, request_json)
+class InterceptingEngine:
+    """The real engine, in its own process like every engine (``tests.spark.intercepting_engine``),
+    which records each request and runs a hook of ``tests.spark.engine_hooks``, named here, before
+    or instead of job commit."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._final: list[dict[str, Any]] | None = None
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """Every request so far (after the block: every request it made)."""
+        if self._final is not None:
+            return self._final
+        log = self.directory / "requests.jsonl"
+        if not log.exists():
+            return []
+        return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
 
     def operations(self) -> list[str]:
-        with self._lock:
-            return [str(r["operation"]) for r in self.requests]
+        return [str(r["operation"]) for r in self.requests]
+
+    def _hooks(self) -> dict[str, str]:
+        path = self.directory / "hooks.json"
+        if not path.exists():
+            return {}
+        hooks: dict[str, str] = json.loads(path.read_text(encoding="utf-8"))
+        return hooks
+
+    def _set_hook(self, when: str, name: str) -> None:
+        hooks = self._hooks()
+        hooks[when] = name
+        (self.directory / "hooks.json").write_text(json.dumps(hooks), encoding="utf-8")
+
+    @property
+    def before_commit(self) -> str | None:
+        """A function of ``tests.spark.engine_hooks`` run before each job commit."""
+        return self._hooks().get("before_commit")
+
+    @before_commit.setter
+    def before_commit(self, name: str) -> None:
+        self._set_hook("before_commit", name)
+
+    @property
+    def replace_commit(self) -> str | None:
+        """A function of ``tests.spark.engine_hooks`` whose answer replaces job commit."""
+        return self._hooks().get("replace_commit")
+
+    @replace_commit.setter
+    def replace_commit(self, name: str) -> None:
+        self._set_hook("replace_commit", name)
 
 
 @contextmanager
 def intercepting_engine(spark: Any) -> Iterator[InterceptingEngine]:
-    """Registers an :class:`InterceptingEngine` for the block, then the normal engine again."""
-    from committer.spark.bridge import register
-
-    engine = InterceptingEngine()
-    register(spark, engine)
+    """Writes in the block go to an engine process of their own that records what it is asked."""
+    directory = Path(tempfile.mkdtemp(prefix="intercepted-engine-"))
+    python = engine_python(directory, "tests.spark.intercepting_engine", str(directory))
+    engine = InterceptingEngine(directory)
     try:
-        yield engine
+        with session_conf(spark, spark__manifest__committer__python=str(python)):
+            yield engine
     finally:
-        register(spark)
+        # The engine finishes what it runs and exits; the shim would start a new one if asked.
+        (directory / "stop").touch()
+        deadline = time.monotonic() + 30
+        while ((directory / "started").exists() and not (directory / "stopped").exists()
+               and time.monotonic() < deadline):
+            time.sleep(0.02)
+        engine._final = engine.requests
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def schema_validator(name: str) -> Any:

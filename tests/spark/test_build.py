@@ -28,7 +28,7 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def _edit_sources(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     changed = tmp_path / "src"
     shutil.copytree(jarbuild.SOURCE_ROOT, changed)
-    registry = changed / "manifestcommitter" / "spark" / "EngineRegistry.java"
+    registry = changed / "manifestcommitter" / "spark" / "TaskCommitInfo.java"
     registry.write_text(registry.read_text(encoding="utf-8") + "\n// changed\n", encoding="utf-8")
     monkeypatch.setattr(jarbuild, "SOURCE_ROOT", changed)
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,14 +36,14 @@ def test_spark_conf_maps_options_to_hadoop_keys() -> None:
     assert conf["spark.sql.sources.commitProtocolClass"] == committer.spark.PROTOCOL_CLASS
     assert conf["spark.hadoop.mapreduce.manifest.committer.io.threads"] == "7"
     assert conf["spark.hadoop.mapreduce.manifest.committer.validate.output"] == "true"
-    assert conf[committer.spark.ENGINE_KEY] == "auto"
+    # The engine process runs this interpreter, importing this package.
+    assert conf[committer.spark.PYTHON_KEY] == sys.executable
+    assert (Path(conf[committer.spark.PYTHONPATH_KEY]) / "committer" / "spark").is_dir()
 
 
-def test_unknown_option_and_engine_are_refused() -> None:
+def test_unknown_option_is_refused() -> None:
     with pytest.raises(ConfigError, match="unknown committer option 'io_thread'"):
         committer.spark.spark_conf(io_thread=7)
-    with pytest.raises(ConfigError, match="engine must be one of"):
-        committer.spark.spark_conf(engine="jvm")
 
 
 def test_configure_appends_jar_and_keeps_existing_classpath() -> None:
@@ -49,12 +51,12 @@ def test_configure_appends_jar_and_keeps_existing_classpath() -> None:
         "spark.jars": "/opt/a.jar",
         "spark.driver.extraClassPath": "/opt/b.jar",
     })
-    out: Any = committer.spark.configure(builder, engine="subprocess", io_threads=3)
+    out: Any = committer.spark.configure(builder, io_threads=3)
     assert out is builder
     jar = str(committer.spark.jar_path())
     assert builder._options["spark.jars"] == f"/opt/a.jar,{jar}"
     assert builder._options["spark.driver.extraClassPath"] == f"/opt/b.jar{os.pathsep}{jar}"
     assert builder._options["spark.hadoop.mapreduce.manifest.committer.io.threads"] == "3"
-    # With engine="subprocess" the session is returned as is: nothing is registered.
+    # getOrCreate is the builder's own: nothing is registered with the session.
     assert out.getOrCreate() == "session"
     assert builder.created == 1

@@ -1,4 +1,4 @@
-"""The driver side: both engine transports, options reaching the engine, manifests, metrics."""
+"""The driver side: the engine process, options reaching it, manifests, metrics."""
 
 from __future__ import annotations
 
@@ -13,14 +13,11 @@ from typing import Any
 
 import pytest
 
-from committer.spark.bridge import register
-from committer.spark.engine import CONF_KEY_PREFIXES, forwarded
+from committer.spark.engine import CONF_KEY_PREFIXES, ENGINE_SCHEMES, forwarded
 from manifest_schema import TaskManifest
 from tests.spark.helpers import (
-    InterceptingEngine,
     assert_ours,
     data_files,
-    engine_mode,
     intercepting_engine,
     rows,
     schema_validator,
@@ -32,16 +29,13 @@ pytestmark = pytest.mark.spark
 SUMMARY_KEY = "spark__hadoop__mapreduce__manifest__committer__summary__report__directory"
 
 
-def test_subprocess_engine_commits_and_receives_options(spark: Any, spark_work_dir: Path) -> None:
+def test_engine_commits_and_receives_options(spark: Any, spark_work_dir: Path) -> None:
     dest = spark_work_dir / "subprocess engine"
     reports = spark_work_dir / "reports sub"
-    with intercepting_engine(spark) as engine, engine_mode(spark, "subprocess"), session_conf(
-        spark, **{SUMMARY_KEY: str(reports)}
-    ):
+    with session_conf(spark, **{SUMMARY_KEY: str(reports)}):
         spark.range(0, 50, numPartitions=3).selectExpr("id", "id % 2 as p").write.partitionBy(
             "p"
         ).parquet(str(dest))
-    assert engine.requests == [], "the in-process engine must not be used in subprocess mode"
     assert [r[0] for r in rows(spark, "parquet", dest)] == list(range(50))
     doc = assert_ours(dest)
     # The option set on the session reached the subprocess (through its standard input).
@@ -49,11 +43,11 @@ def test_subprocess_engine_commits_and_receives_options(spark: Any, spark_work_d
     assert report["jobId"] == doc["jobId"]
 
 
-def test_subprocess_engine_failure_fails_the_job_with_its_message(
+def test_engine_failure_fails_the_job_with_its_message(
     spark: Any, spark_work_dir: Path
 ) -> None:
     dest = spark_work_dir / "subprocess failure"
-    with engine_mode(spark, "subprocess"), session_conf(
+    with session_conf(
         spark, spark__hadoop__mapreduce__manifest__committer__io__threads="0"
     ), pytest.raises(Exception, match="io_threads must be at least 1"):
         spark.range(3).write.parquet(str(dest))
@@ -76,7 +70,7 @@ def test_subprocess_gets_credentials_on_stdin_not_argv(spark: Any, spark_work_di
     wrapper.chmod(0o755)
     secret = "s3cr3t-key-value"
     dest = spark_work_dir / "stdin only"
-    with engine_mode(spark, "subprocess"), session_conf(
+    with session_conf(
         spark,
         spark__manifest__committer__python=str(wrapper),
         spark__hadoop__fs__azure__account__key__example__dfs__core__windows__net=secret,
@@ -151,18 +145,17 @@ def test_subprocess_engine_is_shared_by_jobs_and_replaced_when_it_dies(
     spark: Any, spark_work_dir: Path
 ) -> None:
     base = spark_work_dir / "persistent engine"
-    with engine_mode(spark, "subprocess"):
-        spark.range(10).write.parquet(str(base / "first"))
-        [engine] = default_engines(spark)
-        spark.range(10).write.parquet(str(base / "second"))
-        assert default_engines(spark) == [engine], "the second job must reuse the engine"
-        os.kill(engine, signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while engine in default_engines(spark) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        spark.range(10).write.parquet(str(base / "third"))
-        replacement = default_engines(spark)
-        assert len(replacement) == 1 and replacement != [engine], (engine, replacement)
+    spark.range(10).write.parquet(str(base / "first"))
+    [engine] = default_engines(spark)
+    spark.range(10).write.parquet(str(base / "second"))
+    assert default_engines(spark) == [engine], "the second job must reuse the engine"
+    os.kill(engine, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while engine in default_engines(spark) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    spark.range(10).write.parquet(str(base / "third"))
+    replacement = default_engines(spark)
+    assert len(replacement) == 1 and replacement != [engine], (engine, replacement)
     for name in ("first", "second", "third"):
         assert [r[0] for r in rows(spark, "parquet", base / name)] == list(range(10))
         assert_ours(base / name)
@@ -203,6 +196,17 @@ def test_shim_forwards_the_prefixes_the_engine_declares() -> None:
     assert tuple(re.findall(r'"([^"]+)"', body)) == CONF_KEY_PREFIXES
 
 
+def test_shim_sends_the_engine_only_the_schemes_it_commits() -> None:
+    from committer.store.credentials import AZURE_SCHEMES, GCS_SCHEMES
+
+    source = (Path(__file__).resolve().parents[2] / "committer" / "spark" / "jvm" / "src"
+              / "manifestcommitter" / "spark" / "ManifestCommitProtocol.java").read_text(
+                  encoding="utf-8")
+    body = source.split("ENGINE_SCHEMES = List.of(", 1)[1].split(");", 1)[0]
+    assert tuple(re.findall(r'"([^"]+)"', body)) == ENGINE_SCHEMES
+    assert set(ENGINE_SCHEMES) <= AZURE_SCHEMES | GCS_SCHEMES | {"file"}
+
+
 def test_every_key_the_engine_reads_is_forwarded() -> None:
     from committer.config import KEYS
     from committer.store import credentials
@@ -216,7 +220,7 @@ def test_every_key_the_engine_reads_is_forwarded() -> None:
     assert [k for k in keys if not forwarded(k) or not forwarded("spark.hadoop." + k)] == []
 
 
-def test_in_process_engine_gets_options_and_committed_attempts(
+def test_engine_gets_options_and_committed_attempts(
     spark: Any, spark_work_dir: Path
 ) -> None:
     dest = spark_work_dir / "in process"
@@ -241,22 +245,19 @@ def test_shim_manifests_validate_against_schema_and_load(spark: Any, spark_work_
     dest = spark_work_dir / "schema check"
     validator = schema_validator("task-manifest")
     seen: list[dict[str, Any]] = []
-
-    def capture(request: dict[str, Any]) -> None:
-        manifests = dest / "_temporary" / f"manifest_{request['jobId']}" / "00" / "manifests"
-        for task in request["committedTasks"]:
-            path = manifests / f"{task['taskId']}-manifest.json"
+    df = spark.range(0, 30, numPartitions=3).selectExpr("id", "concat('a b:c', id % 2) as p")
+    with intercepting_engine(spark) as engine:
+        engine.before_commit = "keep_manifests"
+        df.write.partitionBy("p").csv(str(dest))
+        [commit] = [r for r in engine.requests if r["operation"] == "commitJob"]
+        for task in commit["committedTasks"]:
+            path = engine.directory / "manifests" / f"{task['taskId']}-manifest.json"
             data = path.read_bytes()
             doc = json.loads(data)
             validator.validate(doc)
             manifest = TaskManifest.loads(data, str(path))
             assert manifest.task_attempt_id == task["taskAttemptId"]
             seen.append(doc)
-
-    df = spark.range(0, 30, numPartitions=3).selectExpr("id", "concat('a b:c', id % 2) as p")
-    with intercepting_engine(spark) as engine:
-        engine.before_commit = capture
-        df.write.partitionBy("p").csv(str(dest))
     assert len(seen) == 3
     for doc in seen:
         assert doc["type"].endswith("TaskManifest/1")
@@ -296,9 +297,8 @@ def test_bytes_written_reported_to_spark(spark: Any, spark_work_dir: Path) -> No
     assert abs(reported - total) <= 0.05 * scale + 1, (metrics["written output"], total)
 
 
-@pytest.mark.parametrize("mode", ["inprocess", "subprocess"])
-def test_concurrent_writes(spark: Any, spark_work_dir: Path, mode: str) -> None:
-    base = spark_work_dir / f"concurrent {mode}"
+def test_concurrent_writes(spark: Any, spark_work_dir: Path) -> None:
+    base = spark_work_dir / "concurrent"
     shared = base / "shared append"
     errors: list[BaseException] = []
 
@@ -311,11 +311,10 @@ def test_concurrent_writes(spark: Any, spark_work_dir: Path, mode: str) -> None:
             errors.append(exc)
 
     threads = [threading.Thread(target=write, args=(i,)) for i in range(3)]
-    with engine_mode(spark, mode):
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=300)
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
     assert errors == []
     for i in range(3):
         assert [r[0] for r in rows(spark, "parquet", base / f"own {i}")] == list(
@@ -327,28 +326,13 @@ def test_concurrent_writes(spark: Any, spark_work_dir: Path, mode: str) -> None:
     assert_ours(shared)
 
 
-def test_large_request_reaches_the_in_process_engine_in_pieces(
-    spark: Any, spark_work_dir: Path
-) -> None:
-    # 120 tasks make a commit request of ~11 KiB: it travels as pieces of at most ~6 KB.
+def test_commit_of_many_tasks_reaches_the_engine_whole(spark: Any, spark_work_dir: Path) -> None:
+    # 120 tasks make a commit request of ~11 KiB, one line on the engine's standard input.
     dest = spark_work_dir / "many tasks"
-    pieces: list[str] = []
-
-    class Counting(InterceptingEngine):
-        def requestPart(self, requestId: str, part: str) -> str:
-            pieces.append(part)
-            return super().requestPart(requestId, part)
-
-    engine = Counting()
-    register(spark, engine)
-    try:
+    with intercepting_engine(spark) as engine:
         spark.range(0, 240, numPartitions=120).write.parquet(str(dest))
-    finally:
-        register(spark)
-    commit = next(r for r in engine.requests if r["operation"] == "commitJob")
+        commit = next(r for r in engine.requests if r["operation"] == "commitJob")
     assert len(commit["committedTasks"]) == 120
-    assert len(pieces) >= 2
-    assert all(len(p.encode()) <= 6000 for p in pieces)
     assert len(json.dumps(commit, separators=(",", ":"))) > 8192
     assert [r[0] for r in rows(spark, "parquet", dest)] == list(range(240))
     assert_ours(dest)
@@ -364,7 +348,7 @@ def test_engine_that_cannot_start_fails_the_job_with_its_log(
                       "exit 1\n", encoding="utf-8")
     python.chmod(0o755)
     dest = spark_work_dir / "engine cannot start"
-    with engine_mode(spark, "subprocess"), session_conf(
+    with session_conf(
         spark, spark__manifest__committer__python=str(python)
     ), pytest.raises(Exception, match=r"did not start(.|\n)*No module named 'committer'"):
         spark.range(3).write.parquet(str(dest))

@@ -25,7 +25,7 @@ import committer.spark
 
 builder = (SparkSession.builder.master("local[1]").config("spark.ui.enabled", "false")
            .config("spark.driver.memory", "512m"))
-spark = committer.spark.configure(builder, engine="subprocess").getOrCreate()
+spark = committer.spark.configure(builder).getOrCreate()
 spark.range(3).write.parquet(sys.argv[1])
 print("jvm", spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid(), flush=True)
 sys.stdin.readline()

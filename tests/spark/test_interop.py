@@ -59,16 +59,10 @@ def test_shim_manifests_committed_by_hadoop_job_commit(spark: Any, spark_work_di
     hadoop_dest = spark_work_dir / "interop o2h" / "hadoop"
     our_dest = spark_work_dir / "interop o2h" / "ours"
     df = spark.range(0, 60, numPartitions=3).selectExpr("id", "cast(id % 3 as int) as p")
-    requests: list[dict[str, Any]] = []
-
-    def leave_for_hadoop(request: dict[str, Any]) -> dict[str, Any]:
-        requests.append(request)
-        return {"ok": True, "result": {}}
-
     with intercepting_engine(spark) as engine:
-        engine.replace_commit = leave_for_hadoop
+        engine.replace_commit = "leave_uncommitted"
         df.write.partitionBy("p").parquet(str(hadoop_dest))
-    job_id = requests[0]["jobId"]
+        job_id = engine.requests[0]["jobId"]
     # Hadoop 3.5 looks for manifests under _temporary/<jobId>/00/manifests.
     ours_dir = hadoop_dest / "_temporary" / f"manifest_{job_id}" / "00" / "manifests"
     hadoop_dir = hadoop_dest / "_temporary" / job_id / "00" / "manifests"

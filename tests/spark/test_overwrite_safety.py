@@ -13,7 +13,6 @@ from tests.spark.helpers import (
     assert_ours,
     data_files,
     default_committer,
-    engine_mode,
     intercepting_engine,
     session_conf,
     wait_until_no_task_runs,
@@ -132,24 +131,6 @@ def test_dynamic_overwrite_replaces_custom_partition_locations(
     # Only this overwrite's files (part-<task>-<jobId>...): the earlier job's are gone.
     assert files and len({f.split("-", 2)[2] for f in files}) == 1, files
     assert not (custom / "_temporary").exists()
-
-
-def test_failed_static_overwrite_through_the_subprocess_engine(
-    spark: Any, spark_work_dir: Path
-) -> None:
-    dest = spark_work_dir / "static overwrite failing sub"
-    spark.range(0, 12).selectExpr("id", "cast(id % 3 as int) as p") \
-        .write.partitionBy("p").parquet(str(dest))
-    before = _snapshot(dest)
-    fail = _always_failing(spark)
-    # The failure is the task's, not an engine that does not know deleteWithJob.
-    with engine_mode(spark, "subprocess"), pytest.raises(Exception, match="injected failure"):
-        spark.range(100, 103).select(fail("id").alias("id"), (fail("id") % 3).cast("int")
-                                     .alias("p")) \
-            .write.mode("overwrite").partitionBy("p").parquet(str(dest))
-    assert _snapshot(dest) == before
-    wait_until_no_task_runs(spark)
-    assert _job_dirs(dest) == []
 
 
 def test_static_overwrite_request_carries_the_sessions_runtime_options(

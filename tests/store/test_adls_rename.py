@@ -26,10 +26,10 @@ from committer.errors import (
     TransientStoreError,
 )
 from committer.job import JobCommitter
-from committer.store import azure as azure_backend
 from committer.store import open_store
 from committer.store.azure import AzureStore, open_azure
-from committer.store.http.azure_auth import SharedKey, azure_auth
+from committer.store.azure import account as azure_account
+from committer.store.azure.auth import SharedKey, azure_auth
 from committer.task import TaskAttemptCommitter
 from committer.task.attempt import task_ids
 from committer.testing.adls_stub import AdlsStub
@@ -75,7 +75,7 @@ def test_transient_failure_of_detection_is_retried_then_raised(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Throttling while asking must not make a namespace account look flat: the question is
     retried, then fails the operation that needed it, which the managed store retries."""
-    monkeypatch.setattr(azure_backend, "_DETECT_RETRY_DELAY_S", 0.001)
+    monkeypatch.setattr(azure_account, "_DETECT_RETRY_DELAY_S", 0.001)
     with AdlsStub(hierarchical=True) as stub:
         stub.faults.fail("account_info", times=2)
         store = open_azure("abfs://fs", stub.storage_options)
@@ -95,7 +95,7 @@ def test_transient_failure_of_detection_is_retried_then_raised(
             unlucky.close()
 
         stub.faults.clear()
-        stub.faults.fail("account_info", times=azure_backend._DETECT_ATTEMPTS + 1)
+        stub.faults.fail("account_info", times=azure_account._DETECT_ATTEMPTS + 1)
         backend = open_azure("abfs://fs", stub.storage_options)
         managed = open_store("abfs://fs", fast_config(stub.storage_options), backend=backend)
         try:

@@ -1,10 +1,12 @@
 """The lean request path of the cloud backends: HTTP/1.1 on asyncio, nothing per request that
-the committer does not need.
+the committer does not need. Shared by every cloud backend; what is one service's (its
+signing, its answers) lives in that backend's package (``azure/``, ``gcs/``).
 
 - ``connection.py``: persistent connections to one origin and the request/answer cycle;
+- ``messages.py``: the values of that cycle (origin, answer, header lookup);
 - ``loop.py``: the process's request loop (uvloop when installed);
 - ``limiter.py``: how many requests a store keeps in flight (adaptive, follows throttling);
-- ``azure_auth.py``: Shared Key signing, SAS, bearer tokens for Azure;
-- ``gcs_auth.py``: the bearer token of Google Cloud Storage;
-- ``multipart.py``: batch requests (Blob Batch, the GCS batch endpoint).
+- ``hedge.py``: a copy of a slow read raced against it;
+- ``multipart.py``: batch requests (Blob Batch, the GCS batch endpoint);
+- ``quoting.py``: percent-encoding.
 """

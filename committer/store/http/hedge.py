@@ -23,8 +23,8 @@ import collections
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from committer.store.http.connection import Response
 from committer.store.http.limiter import AdaptiveLimit
+from committer.store.http.messages import Response
 
 __all__ = ["Hedger", "hedged"]
 

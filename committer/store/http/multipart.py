@@ -15,7 +15,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from committer.store.http.connection import Response, find_header
+from committer.store.http.messages import Response, find_header
 
 __all__ = ["SubResponse", "batch_body", "new_boundary", "parse_batch_response"]
 

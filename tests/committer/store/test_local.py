@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,19 +17,19 @@ from manifest_schema.uris import local_path
 def store(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> LocalStore:
     """Every test on both builds of the local loops: the C module, and the ctypes fallback
     of a machine that had no compiler."""
-    from committer.store import local
+    from committer.store.local import store as local_store
 
     if request.param == "ctypes loops":
-        monkeypatch.setattr(local, "_native", None)
+        monkeypatch.setattr(local_store, "_native", None)
     else:
-        assert _native_built(), "committer/store/_native.c was not built"
+        assert _native_built(), "committer/store/local/_native.c was not built"
     return LocalStore()
 
 
 def _native_built() -> bool:
     import importlib.util
 
-    return importlib.util.find_spec("committer.store._native") is not None
+    return importlib.util.find_spec("committer.store.local._native") is not None
 
 
 def test_local_path_accepts_file_uris() -> None:
@@ -83,7 +84,35 @@ def test_delete(store: LocalStore, tmp_path: Path) -> None:
     assert store.delete_file(str(tmp_path / "g")) is False
     assert store.delete_tree(str(tmp_path / "d")) is True
     assert store.delete_tree(str(tmp_path / "d")) is False
-    assert os.listdir(tmp_path) == []
+
+
+def test_delete_tree_goes_on_when_part_of_it_is_removed_underneath(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A job's cleanup deletes its directory while late task attempts' aborts remove their own
+    # attempt directories inside it: the rest of the tree must still go (the walk used to stop
+    # at the vanished entry, say "nothing there", and leave the job directory behind).
+    job = tmp_path / "job"
+    attempts = [job / "tasks" / name for name in ("a", "b", "c")]
+    for attempt in attempts:
+        attempt.mkdir(parents=True)
+        (attempt / "part-0").write_bytes(b"x")
+    (job / "_journal.json").write_bytes(b"{}")
+    real_unlink = os.unlink
+    aborted: list[Path] = []
+
+    def unlink(name: Any, *args: Any, **kwargs: Any) -> None:
+        if os.path.basename(name) == "part-0" and not aborted:
+            # The walk is inside one attempt directory, the others listed: every attempt aborts.
+            for attempt in attempts:
+                real_unlink(attempt / "part-0")
+                attempt.rmdir()
+                aborted.append(attempt)
+        real_unlink(name, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", unlink)
+    assert LocalStore().delete_tree(str(job)) is True
+    assert aborted and not job.exists()
 
 
 def test_remove_dir_if_empty(store: LocalStore, tmp_path: Path) -> None:
@@ -280,20 +309,20 @@ def test_rename_batch_falls_back_where_the_filesystem_lacks_the_no_replace_flag(
         store: LocalStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import errno
 
-    from committer.store import local
+    from committer.store.local import store as local_store
 
     for name in ("a", "b", "c"):
         (tmp_path / name).write_bytes(name.encode())
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "c").write_bytes(b"older")
-    real = local._rename_loop
+    real = local_store._rename_loop
 
     def first_then_einval(sfd: int, srcs: list[bytes], dfds: list[int],
                           names: list[bytes]) -> tuple[int, int]:
         done, err = real(sfd, srcs[:1], dfds[:1], names[:1])
         return (done, err) if err else (1, errno.EINVAL)
 
-    monkeypatch.setattr(local, "_rename_loop", first_then_einval)
+    monkeypatch.setattr(local_store, "_rename_loop", first_then_einval)
     entries = [(str(tmp_path / n), str(tmp_path / "out" / n), 1, None) for n in ("a", "b", "c")]
     reached, failures = store.rename_batch(entries, 0)
     # the rest went through rename_file (link + unlink never replaces either)
@@ -304,8 +333,8 @@ def test_rename_batch_falls_back_where_the_filesystem_lacks_the_no_replace_flag(
 
 
 def test_native_loops_refuse_what_they_cannot_pass_to_the_kernel(tmp_path: Path) -> None:
-    assert _native_built(), "committer/store/_native.c was not built"
-    from committer.store import _native as native
+    assert _native_built(), "committer/store/local/_native.c was not built"
+    from committer.store.local import _native as native
 
     (tmp_path / "a").write_bytes(b"a")
     fd = os.open(tmp_path, os.O_PATH | os.O_DIRECTORY)
@@ -403,11 +432,11 @@ def test_filesystem_type_takes_the_deepest_mount_above_the_path(tmp_path: Path) 
 
 def test_reads_wait_on_network_filesystems_only(store: LocalStore, tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    from committer.store import local
+    from committer.store.local import files as local_files
 
     for kind, waits in (("ext4", False), ("tmpfs", False), ("nfs4", True),
                         ("fuse.sshfs", True), (None, True)):
-        monkeypatch.setattr(local, "filesystem_type", lambda path, kind=kind: kind)
+        monkeypatch.setattr(local_files, "filesystem_type", lambda path, kind=kind: kind)
         assert store.reads_wait(str(tmp_path)) is waits, kind
 
 

@@ -14,22 +14,22 @@ import pytest
 
 from committer.config import CommitterConfig
 from committer.errors import PathExistsError, PathNotFoundError, StoreError, UnsafePathError
-from committer.store import beneath as beneath_module
 from committer.store import open_store
 from committer.store.local import LocalStore
+from committer.store.local import beneath as beneath_module
 
 
 @pytest.fixture(params=["native loops", "ctypes loops"])
 def loops(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    from committer.store import local
+    from committer.store.local import store as local_store
 
     if request.param == "ctypes loops":
-        monkeypatch.setattr(local, "_native", None)
+        monkeypatch.setattr(local_store, "_native", None)
     else:
         import importlib.util
 
-        built = importlib.util.find_spec("committer.store._native") is not None
-        assert built, "committer/store/_native.c was not built"
+        built = importlib.util.find_spec("committer.store.local._native") is not None
+        assert built, "committer/store/local/_native.c was not built"
     return str(request.param)
 
 

@@ -15,8 +15,7 @@ from urllib.parse import parse_qsl, urlsplit
 import pytest
 
 from committer.errors import ConfigError, StoreError
-from committer.store.credentials import scrub
-from committer.store.http.azure_auth import (
+from committer.store.azure.auth import (
     BearerToken,
     NoAuth,
     Sas,
@@ -24,6 +23,7 @@ from committer.store.http.azure_auth import (
     azure_auth,
     http_date,
 )
+from committer.store.credentials import scrub
 from committer.testing.emulators import AZURITE_ACCOUNT, AZURITE_KEY
 
 DATE = "Wed, 25 Nov 2026 08:31:26 GMT"

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from committer.store.http.connection import BodyTooLarge, ConnectionPool, Origin, Response
+from committer.store.http.connection import ConnectionPool
 from committer.store.http.loop import new_event_loop
+from committer.store.http.messages import BodyTooLarge, Origin, Response
 
 # A reply is the bytes the server writes for one request, given the request's head; a list of
 # chunks is written with a pause between them (the client must put them back together), and

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from committer.store.http.connection import Response
 from committer.store.http.hedge import BURST, MIN_SAMPLES, SHARE, Hedger, hedged
 from committer.store.http.limiter import AdaptiveLimit
+from committer.store.http.messages import Response
 
 
 def _never_refused(_: Response) -> bool:

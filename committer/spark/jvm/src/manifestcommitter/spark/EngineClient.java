@@ -2,114 +2,92 @@ package manifestcommitter.spark;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import java.io.BufferedReader;
+import java.io.File;
 import java.io.IOException;
+import java.io.InputStream;
+import java.io.InputStreamReader;
+import java.io.OutputStream;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
+import java.util.Deque;
 import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Locale;
 import java.util.Map;
-import java.util.Optional;
-import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Consumer;
 import org.apache.hadoop.conf.Configuration;
-import org.apache.spark.SparkConf;
 import org.apache.spark.SparkEnv;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-/** Chooses the engine transport for a job and turns engine responses into results or errors. */
+/**
+ * The driver's way to the Python engine: one {@code python -m committer.spark.driver --serve}
+ * per JVM and interpreter, shared by all jobs; JSON lines on its pipes, never credentials on its
+ * command line or environment. Replaced when dead; stops when its input closes (docs/spark.md).
+ */
 final class EngineClient {
-  static final String ENGINE_KEY = "spark.manifest.committer.engine";
   static final String PYTHON_KEY = "spark.manifest.committer.python";
   static final String PYTHONPATH_KEY = "spark.manifest.committer.pythonpath";
+  static final String MODULE = "committer.spark.driver";
 
-  /**
-   * The configuration keys the engine reads (without Spark's {@code spark.hadoop.}), as
-   * prefixes: the committer's options, and the store keys it turns into credentials and
-   * endpoints. Nothing else is sent: a request stays small (the Py4J callback slows down sharply
-   * beyond 8 KiB) and carries no secret the engine does not use. Kept equal to
-   * {@code committer.spark.engine.CONF_KEY_PREFIXES}; a test compares them.
-   */
+  /** The key prefixes the engine reads; kept equal to its {@code CONF_KEY_PREFIXES}. */
   static final String[] FORWARDED_PREFIXES = {
     "mapreduce.manifest.committer.",
     "mapreduce.fileoutputcommitter.cleanup.skipped",
     "mapreduce.fileoutputcommitter.marksuccessfuljobs",
-    "fs.azure.account.key",
-    "fs.azure.sas.fixed.token",
-    "fs.azure.account.oauth2.client.",
-    "fs.azure.blob.endpoint",
-    "fs.azure.io.rate.limit",
-    "google.cloud.auth.service.account.json.keyfile",
-    "fs.gs.auth.service.account.json.keyfile",
-    "fs.gs.storage.root.url",
-    "fs.gs.project.id",
+    "fs.azure.account.key", "fs.azure.sas.fixed.token", "fs.azure.account.oauth2.client.",
+    "fs.azure.blob.endpoint", "fs.azure.io.rate.limit",
+    "google.cloud.auth.service.account.json.keyfile", "fs.gs.auth.service.account.json.keyfile",
+    "fs.gs.storage.root.url", "fs.gs.project.id",
   };
 
   private static final Logger LOG = LoggerFactory.getLogger(EngineClient.class);
   private static final ObjectMapper JSON = new ObjectMapper();
+  private static final long START_TIMEOUT_SECONDS = 300;
+  private static final long EXIT_WAIT_SECONDS = 10;
+  private static final Map<List<String>, EngineClient> ENGINES = new ConcurrentHashMap<>();
 
-  private final JobCommitEngine engine;
-  private final String description;
+  static {
+    Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+      for (EngineClient engine : ENGINES.values()) {
+        engine.stop();
+      }
+    }, "manifest-committer-engine-shutdown"));
+  }
 
-  private EngineClient(JobCommitEngine engine, String description) {
-    this.engine = engine;
-    this.description = description;
+  private final List<String> command;
+  private final String pythonPath;
+  private EngineProcess current;  // guarded by this
+
+  private EngineClient(String python, String pythonPath) {
+    this.command = List.of(python, "-m", MODULE, "--serve");
+    this.pythonPath = pythonPath;
+  }
+
+  /** The engine of this JVM for the interpreter the job's configuration names. */
+  static EngineClient forJob(Configuration conf) {
+    String python = firstNonEmpty(conf.get(PYTHON_KEY), sparkConf(PYTHON_KEY),
+        sparkConf("spark.pyspark.driver.python"), sparkConf("spark.pyspark.python"),
+        System.getenv("PYSPARK_DRIVER_PYTHON"), System.getenv("PYSPARK_PYTHON"), "python3");
+    String pythonPath = firstNonEmpty(conf.get(PYTHONPATH_KEY), sparkConf(PYTHONPATH_KEY), "");
+    return ENGINES.computeIfAbsent(List.of(python, pythonPath),
+        k -> new EngineClient(k.get(0), k.get(1)));
   }
 
   String description() {
-    return description;
+    return "subprocess " + command;
   }
 
-  /**
-   * {@code auto} (default) uses the engine the PySpark driver registered and otherwise starts a
-   * Python subprocess; {@code inprocess} fails if none is registered; {@code subprocess} always
-   * starts one (a driver that is not a PySpark process, {@code spark-sql}, Spark Connect).
-   */
-  static EngineClient forJob(Configuration conf) throws IOException {
-    String mode = conf.get(ENGINE_KEY, sparkConf(ENGINE_KEY).orElse("auto"))
-        .trim().toLowerCase(Locale.ROOT);
-    JobCommitEngine registered = EngineRegistry.get();
-    switch (mode) {
-      case "auto":
-        if (registered != null) {
-          return new EngineClient(registered, "in-process (Py4J)");
-        }
-        return subprocess(conf);
-      case "inprocess":
-        if (registered == null) {
-          throw new IOException(ENGINE_KEY + "=inprocess but no Python engine is registered"
-              + " in this JVM: create the session with committer.spark.configure(builder)");
-        }
-        return new EngineClient(registered, "in-process (Py4J)");
-      case "subprocess":
-        return subprocess(conf);
-      default:
-        throw new IOException("unknown " + ENGINE_KEY + " value '" + mode
-            + "'; expected auto, inprocess or subprocess");
-    }
-  }
-
-  private static EngineClient subprocess(Configuration conf) {
-    String python = firstNonEmpty(
-        conf.get(PYTHON_KEY),
-        sparkConf(PYTHON_KEY).orElse(null),
-        sparkConf("spark.pyspark.driver.python").orElse(null),
-        sparkConf("spark.pyspark.python").orElse(null),
-        System.getenv("PYSPARK_DRIVER_PYTHON"),
-        System.getenv("PYSPARK_PYTHON"),
-        "python3");
-    String pythonPath = firstNonEmpty(conf.get(PYTHONPATH_KEY),
-        sparkConf(PYTHONPATH_KEY).orElse(null), "");
-    SubprocessEngine engine = SubprocessEngine.forInterpreter(python, pythonPath);
-    return new EngineClient(engine, "subprocess " + engine.command());
-  }
-
-  private static Optional<String> sparkConf(String key) {
+  private static String sparkConf(String key) {
     SparkEnv env = SparkEnv.get();
-    if (env == null) {
-      return Optional.empty();
-    }
-    SparkConf conf = env.conf();
-    return conf.contains(key) ? Optional.of(conf.get(key)) : Optional.empty();
+    return env != null && env.conf().contains(key) ? env.conf().get(key) : null;
   }
 
   private static String firstNonEmpty(String... values) {
@@ -129,8 +107,7 @@ final class EngineClient {
       String bare = key.startsWith("spark.hadoop.") ? key.substring("spark.hadoop.".length()) : key;
       for (String prefix : FORWARDED_PREFIXES) {
         if (bare.startsWith(prefix)) {
-          // Resolve ${var} substitutions as Hadoop would for the JVM's own readers.
-          out.put(key, conf.get(key));
+          out.put(key, conf.get(key));  // resolves ${var} as Hadoop's own readers would
           break;
         }
       }
@@ -138,145 +115,267 @@ final class EngineClient {
     return out;
   }
 
-  JsonNode setupJob(Map<String, Object> request) throws IOException {
-    return call("setupJob", request);
-  }
-
-  JsonNode commitJob(Map<String, Object> request) throws IOException {
-    return call("commitJob", request);
-  }
-
-  JsonNode abortJob(Map<String, Object> request) throws IOException {
-    return call("abortJob", request);
-  }
-
-  JsonNode deleteWithJob(Map<String, Object> request) throws IOException {
-    return call("deleteWithJob", request);
-  }
-
-  /**
-   * UTF-8 bytes of one Py4J call's argument, with room for Py4J's escaping and command: a
-   * callback command beyond 8 KiB leaves the JVM in two writes, and the second waits for the
-   * acknowledgement of the first, which Python's side delays by ~40 ms.
-   */
-  static final int MAX_PART_BYTES = 6000;
-
-  /**
-   * {@code json} cut into pieces of at most {@link #MAX_PART_BYTES} bytes once encoded and
-   * escaped, never inside a surrogate pair.
-   */
-  static List<String> pieces(String json) {
-    List<String> out = new ArrayList<>();
-    int start = 0;
-    int bytes = 0;
-    for (int i = 0; i < json.length(); i++) {
-      char c = json.charAt(i);
-      int size = c < 0x80 ? (c == '\\' || c == '\n' || c == '\r' ? 2 : 1) : c < 0x800 ? 2 : 3;
-      if (bytes + size > MAX_PART_BYTES && !Character.isLowSurrogate(c)) {
-        out.add(json.substring(start, i));
-        start = i;
-        bytes = 0;
-      }
-      bytes += size;
-    }
-    out.add(json.substring(start));
-    return out;
-  }
-
-  private JsonNode call(String operation, Map<String, Object> request) throws IOException {
+  /** Runs {@code operation}; its {@code result}, or an exception with the engine's message. */
+  JsonNode call(String operation, Map<String, Object> request) throws IOException {
     Map<String, Object> doc = new LinkedHashMap<>();
     doc.put("operation", operation);
     doc.putAll(request);
-    String json = JSON.writeValueAsString(doc);
-    String response;
-    try {
-      if (!(engine instanceof SubprocessEngine) && json.length() > MAX_PART_BYTES / 3) {
-        List<String> parts = pieces(json);
-        if (parts.size() > 1) {
-          String id = UUID.randomUUID().toString();
-          for (String part : parts) {
-            engine.requestPart(id, part);
-          }
-          Map<String, Object> ref = new LinkedHashMap<>();
-          ref.put("operation", operation);
-          ref.put("requestParts", id);
-          json = JSON.writeValueAsString(ref);
-        }
-      }
-      switch (operation) {
-        case "setupJob":
-          response = engine.setupJob(json);
-          break;
-        case "commitJob":
-          response = engine.commitJob(json);
-          break;
-        case "deleteWithJob":
-          response = engine.deleteWithJob(json);
-          break;
-        default:
-          response = engine.abortJob(json);
-          break;
-      }
-    } catch (RuntimeException e) {
-      // A Py4J failure (Python side gone, callback server down) arrives as a runtime exception.
-      throw new IOException("manifest committer engine " + description + " failed in "
-          + operation + ": " + e.getMessage(), e);
-    }
-    if (response == null || response.isEmpty()) {
-      throw new IOException("manifest committer engine " + description
-          + " returned no response to " + operation);
-    }
+    String response = send(JSON.writeValueAsString(doc));
     JsonNode node;
     try {
       node = JSON.readTree(response);
     } catch (IOException e) {
-      throw new IOException("manifest committer engine " + description
-          + " returned a malformed response to " + operation + ": " + abbreviate(response), e);
+      throw new IOException("the Python engine returned a malformed response to " + operation
+          + ": " + shorten(response, 500), e);
     }
     if (!node.path("ok").asBoolean(false)) {
-      String type = node.path("errorType").asText("error");
-      String message = node.path("error").asText("(no message)");
-      throw new EngineException(operation + " failed (" + type + "): " + message);
+      throw new IOException(operation + " failed (" + node.path("errorType").asText("error")
+          + "): " + node.path("error").asText("(no message)"));
     }
-    LOG.debug("Engine {} completed {}", description, operation);
     return node.path("result");
   }
 
-  /** The message of an error response, if {@code json} is one. */
-  static Optional<String> errorMessageOf(String json) {
-    try {
-      JsonNode node = JSON.readTree(json);
-      if (node != null && node.has("ok") && !node.path("ok").asBoolean(true)) {
-        return Optional.of(node.path("error").asText());
+  private static String shorten(String text, int limit) {
+    return text.length() <= limit ? text : text.substring(0, limit) + "...";
+  }
+
+  private String send(String requestJson) throws IOException {
+    for (int attempt = 0; ; attempt++) {
+      EngineProcess process = running();
+      try {
+        return process.call(requestJson);
+      } catch (NotSent e) {
+        // The child was gone before it could read the request: a fresh one may safely run it.
+        if (attempt > 0) {
+          throw e;
+        }
+        LOG.warn("Manifest committer engine {} was gone; starting a new one", process);
       }
-    } catch (IOException e) {
-      // Not JSON: the caller falls back to standard error.
-    }
-    return Optional.empty();
-  }
-
-  static String errorResponse(String message, String type) {
-    Map<String, Object> doc = new LinkedHashMap<>();
-    doc.put("ok", false);
-    doc.put("error", message);
-    doc.put("errorType", type);
-    try {
-      return JSON.writeValueAsString(doc);
-    } catch (IOException e) {
-      throw new IllegalStateException("cannot serialize an error response", e);
     }
   }
 
-  private static String abbreviate(String s) {
-    return s.length() <= 500 ? s : s.substring(0, 500) + "...";
+  private synchronized EngineProcess running() throws IOException {
+    if (current == null || !current.alive()) {
+      current = EngineProcess.start(command, pythonPath);
+    }
+    return current;
   }
 
-  /** An error reported by the engine itself; its message is the engine's, unchanged. */
-  static final class EngineException extends IOException {
+  private synchronized void stop() {
+    if (current != null) {
+      current.stop();
+      current = null;
+    }
+  }
+
+  /** The request never reached the child. */
+  static final class NotSent extends IOException {
     private static final long serialVersionUID = 1L;
 
-    EngineException(String message) {
+    NotSent(String message) {
       super(message);
+    }
+  }
+
+  /** One child process: its pipes, the requests waiting for it, the tail of its log. */
+  private static final class EngineProcess {
+    private static final int STDERR_TAIL_LINES = 60;
+
+    private final Process process;
+    private final OutputStream stdin;
+    private final Map<Long, CompletableFuture<String>> pending = new ConcurrentHashMap<>();
+    /** Completed by the child's "ready" line, as the answer to request 0. */
+    private final CompletableFuture<String> ready = new CompletableFuture<>();
+    private final AtomicLong ids = new AtomicLong();
+    private final Deque<String> stderrTail = new ArrayDeque<>();
+    private final Thread stderrThread;
+    private volatile boolean closed;
+
+    private EngineProcess(Process process) {
+      this.process = process;
+      this.stdin = process.getOutputStream();
+      pending.put(0L, ready);
+      // The log reader first: at the child's end the response reader joins it for the tail.
+      stderrThread = reader(process.getErrorStream(), "err", this::logLine);
+      stderrThread.start();
+      reader(process.getInputStream(), "out", this::deliver).start();
+    }
+
+    private Thread reader(InputStream stream, String name, Consumer<String> sink) {
+      Thread t = new Thread(() -> {
+        try (BufferedReader in = new BufferedReader(
+            new InputStreamReader(stream, StandardCharsets.UTF_8))) {
+          String line;
+          while ((line = in.readLine()) != null) {
+            sink.accept(line);
+          }
+        } catch (IOException e) {
+          LOG.debug("Manifest committer engine {}: reading its std{} failed", process.pid(),
+              name, e);
+        }
+        if (name.equals("out")) {
+          exited();
+        }
+      }, "manifest-committer-engine-" + process.pid() + "-" + name);
+      t.setDaemon(true);
+      return t;
+    }
+
+    static EngineProcess start(List<String> command, String pythonPath) throws IOException {
+      ProcessBuilder pb = new ProcessBuilder(new ArrayList<>(command));
+      if (!pythonPath.isEmpty()) {
+        String existing = pb.environment().get("PYTHONPATH");
+        pb.environment().put("PYTHONPATH", existing == null || existing.isEmpty()
+            ? pythonPath : pythonPath + File.pathSeparator + existing);
+      }
+      Process process;
+      try {
+        process = pb.start();
+      } catch (IOException e) {
+        throw new IOException("could not start the Python engine " + command + ": "
+            + e.getMessage() + " (set spark.manifest.committer.python or"
+            + " spark.pyspark.driver.python to a Python that has spark-manifest-committer"
+            + " installed)", e);
+      }
+      EngineProcess engine = new EngineProcess(process);
+      try {
+        engine.ready.get(START_TIMEOUT_SECONDS, TimeUnit.SECONDS);
+      } catch (ExecutionException | TimeoutException | InterruptedException e) {
+        if (e instanceof InterruptedException) {
+          Thread.currentThread().interrupt();
+        }
+        process.destroyForcibly();
+        String why = e instanceof ExecutionException ? ": " + e.getCause().getMessage()
+            : e instanceof TimeoutException ? " within " + START_TIMEOUT_SECONDS + " s"
+                + engine.exitDescription() : " (interrupted)";
+        throw new IOException("the Python engine " + command + " did not start" + why, e);
+      }
+      LOG.info("Manifest committer engine started: pid {}, {}", process.pid(), command);
+      return engine;
+    }
+
+    boolean alive() {
+      return !closed && process.isAlive();
+    }
+
+    String call(String requestJson) throws IOException {
+      long id = ids.incrementAndGet();
+      CompletableFuture<String> answer = new CompletableFuture<>();
+      pending.put(id, answer);
+      byte[] line = ("{\"id\":" + id + ",\"request\":" + requestJson + "}\n")
+          .getBytes(StandardCharsets.UTF_8);
+      try {
+        synchronized (stdin) {
+          if (closed) {
+            throw new IOException("engine stopped");
+          }
+          stdin.write(line);
+          stdin.flush();
+        }
+      } catch (IOException e) {
+        pending.remove(id);
+        closed = true;  // the next request starts a new engine
+        throw new NotSent("could not send the request to the Python engine (pid "
+            + process.pid() + "): " + e.getMessage() + exitDescription());
+      }
+      try {
+        return answer.get();
+      } catch (ExecutionException e) {
+        throw new IOException(e.getCause().getMessage(), e.getCause());
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        pending.remove(id);
+        // The engine still runs the request to its end; only this thread stops waiting.
+        throw new IOException("interrupted waiting for the Python engine (pid "
+            + process.pid() + ")");
+      }
+    }
+
+    /** The child's output ended: it exited, failing whatever still waits for it. */
+    private void exited() {
+      closed = true;
+      IOException why = new IOException("the Python engine (pid " + process.pid()
+          + ") exited before answering" + exitDescription());
+      for (Long id : new ArrayList<>(pending.keySet())) {
+        CompletableFuture<String> f = pending.remove(id);
+        if (f != null) {
+          f.completeExceptionally(why);
+        }
+      }
+    }
+
+    private void deliver(String line) {
+      JsonNode doc;
+      try {
+        doc = JSON.readTree(line);
+      } catch (IOException e) {
+        LOG.warn("Manifest committer engine {}: unreadable output line: {}", process.pid(),
+            shorten(line, 200));
+        return;
+      }
+      long id = doc.path("ready").asBoolean(false) ? 0 : doc.path("id").asLong(-1);
+      CompletableFuture<String> f = pending.remove(id);
+      if (f == null) {
+        LOG.warn("Manifest committer engine {}: answer to no request ({})", process.pid(),
+            doc.path("id"));
+      } else {
+        f.complete(doc.path("response").toString());
+      }
+    }
+
+    /** A line of the child's log: to the driver's log, and kept for failure messages. */
+    private void logLine(String line) {
+      LOG.info("engine {}: {}", process.pid(), line);
+      synchronized (stderrTail) {
+        stderrTail.addLast(line);
+        if (stderrTail.size() > STDERR_TAIL_LINES) {
+          stderrTail.removeFirst();
+        }
+      }
+    }
+
+    /** ", exit status N:\n<log tail>" once the child is gone (waits briefly for its end). */
+    String exitDescription() {
+      StringBuilder out = new StringBuilder();
+      try {
+        if (process.waitFor(EXIT_WAIT_SECONDS, TimeUnit.SECONDS)) {
+          out.append(", exit status ").append(process.exitValue());
+          stderrThread.join(TimeUnit.SECONDS.toMillis(EXIT_WAIT_SECONDS));
+        }
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+      synchronized (stderrTail) {
+        if (!stderrTail.isEmpty()) {
+          out.append(":\n").append(String.join("\n", stderrTail));
+        }
+      }
+      return out.toString();
+    }
+
+    /** Closes the child's input: it finishes what it is running and exits. */
+    void stop() {
+      synchronized (stdin) {
+        closed = true;
+        try {
+          stdin.close();
+        } catch (IOException e) {
+          LOG.debug("Manifest committer engine {}: closing its input failed", process.pid(), e);
+        }
+      }
+      try {
+        if (!process.waitFor(EXIT_WAIT_SECONDS, TimeUnit.SECONDS)) {
+          LOG.warn("Manifest committer engine {} still runs {} s after its input closed",
+              process.pid(), EXIT_WAIT_SECONDS);
+        }
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+      }
+    }
+
+    @Override
+    public String toString() {
+      return "pid " + process.pid();
     }
   }
 }

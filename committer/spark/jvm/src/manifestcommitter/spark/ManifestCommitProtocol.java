@@ -10,6 +10,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
@@ -29,18 +30,17 @@ import org.slf4j.LoggerFactory;
 import scala.Option;
 
 /**
- * Spark commit protocol ({@code spark.sql.sources.commitProtocolClass}) of the manifest committer.
- *
- * <p>Executors write each task attempt's files under
- * {@code <dest>/_temporary/manifest_<jobId>/00/tasks/<taskAttemptId>/} and, at task commit, save
- * a Hadoop TaskManifest/1 listing them. The driver's job setup, commit and abort are done by the
- * Python engine (see {@link EngineClient}); this class only names files, scans and reports.
+ * Spark commit protocol of the manifest committer (docs/spark.md): executors write each task
+ * attempt under {@code <dest>/_temporary/manifest_<jobId>/00/tasks/<attempt>/} and save its
+ * TaskManifest/1; the Python engine ({@link EngineClient}) sets up, commits and aborts the job.
+ * A destination the engine cannot open goes to Spark's own protocol ({@link
+ * HadoopCommitProtocol}), so a cluster-wide setting never breaks it.
  */
 public class ManifestCommitProtocol extends FileCommitProtocol implements Serializable {
   private static final long serialVersionUID = 1L;
   private static final Logger LOG = LoggerFactory.getLogger(ManifestCommitProtocol.class);
 
-  /** Job attempt number: Spark never recovers a job attempt, it always starts at 0. */
+  /** Spark never recovers a job attempt. */
   static final int JOB_ATTEMPT = 0;
   static final String TEMPORARY_DIR = "_temporary";
   static final String JOB_DIR_PREFIX = "manifest_";
@@ -48,27 +48,24 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
   static final String MANIFESTS_DIR = "manifests";
   static final String MANIFEST_SUFFIX = "-manifest.json";
   static final String TMP_SUFFIX = ".tmp";
-  /**
-   * Created by the engine's job setup, deleted first by its cleanup: a task attempt that finds
-   * it missing belongs to a job that is over (committed or aborted).
-   */
+  /** Created by job setup, deleted first by its cleanup: without it the job is over. */
   static final String JOB_MARKER = "_job.json";
-  /**
-   * Subdirectory of a task attempt directory holding files bound for custom partition locations
-   * ({@code newTaskTempFileAbsPath}). Spark's partition directories always contain '=', so this
-   * name cannot collide with one.
-   */
+  /** Files bound for custom partition locations (a partition directory's name has a '='). */
   static final String ABSOLUTE_SUBDIR = "_custom_locations";
   /** The session class: Spark 4's classic one, else Spark 3.5's. */
   private static final String[] SESSION_CLASSES = {
     "org.apache.spark.sql.classic.SparkSession", "org.apache.spark.sql.SparkSession"};
+  /** The engine's schemes; kept equal to {@code committer.spark.engine.ENGINE_SCHEMES}. */
+  static final List<String> ENGINE_SCHEMES = List.of("file", "abfs", "abfss", "wasb", "wasbs",
+      "gs");
 
   private final String jobId;
   private final String path;
   private final boolean dynamicPartitionOverwrite;
-
-  // Per-task state on the executor. Spark creates a fresh protocol copy for every task by
-  // deserialization, so these never mix tasks; they are not needed on the driver.
+  /** Spark's own protocol, for a destination the engine does not open; decided on the driver. */
+  private FileCommitProtocol hadoop;
+  private boolean decided;
+  // Per task, on the executor (each task deserializes its own copy of the protocol).
   private transient Set<String> partitionPaths;
   private transient List<Path> absoluteDirs;
 
@@ -82,14 +79,8 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
     this(jobId, path, false);
   }
 
-  // ---------------------------------------------------------------- layout
-
-  Path destination() {
-    return new Path(path);
-  }
-
   Path jobAttemptDir() {
-    Path jobDir = new Path(new Path(destination(), TEMPORARY_DIR), JOB_DIR_PREFIX + jobId);
+    Path jobDir = new Path(new Path(new Path(path), TEMPORARY_DIR), JOB_DIR_PREFIX + jobId);
     return new Path(jobDir, String.format("%02d", JOB_ATTEMPT));
   }
 
@@ -97,14 +88,16 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
     return new Path(new Path(jobAttemptDir(), TASKS_DIR), ctx.getTaskAttemptID().toString());
   }
 
-  Path manifestPath(TaskAttemptContext ctx) {
-    return new Path(new Path(jobAttemptDir(), MANIFESTS_DIR),
-        ctx.getTaskAttemptID().getTaskID().toString() + MANIFEST_SUFFIX);
+  /** The task's manifest, or ({@code temporary}) the attempt's before its rename. */
+  Path manifestPath(TaskAttemptContext ctx, boolean temporary) {
+    TaskAttemptID attempt = ctx.getTaskAttemptID();
+    String name = temporary ? attempt + MANIFEST_SUFFIX + TMP_SUFFIX
+        : attempt.getTaskID() + MANIFEST_SUFFIX;
+    return new Path(new Path(jobAttemptDir(), MANIFESTS_DIR), name);
   }
 
-  Path temporaryManifestPath(TaskAttemptContext ctx) {
-    return new Path(new Path(jobAttemptDir(), MANIFESTS_DIR),
-        ctx.getTaskAttemptID().toString() + MANIFEST_SUFFIX + TMP_SUFFIX);
+  Path jobMarker() {
+    return new Path(jobAttemptDir(), JOB_MARKER);
   }
 
   /** Spark's own naming: a retried task writes the same name into its own attempt directory. */
@@ -113,65 +106,91 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
     return String.format("%spart-%05d-%s%s", spec.prefix(), split, jobId, spec.suffix());
   }
 
-  // ---------------------------------------------------------------- job (driver)
-
-  /**
-   * {@code path} with scheme and authority: a schemeless URI string would be ambiguous to the
-   * engine (is "%20" an escape or a name?), a qualified one never is.
-   */
+  /** With scheme and authority: a schemeless URI would be ambiguous to the engine. */
   static Path qualified(Path path, Configuration conf) throws IOException {
     return path.getFileSystem(conf).makeQualified(path);
   }
 
-  private Map<String, Object> request(Configuration conf) throws IOException {
+  /** An I/O step whose failure becomes Spark's error. */
+  interface IoStep<T> {
+    T run() throws IOException;
+  }
+
+  /** {@code step}'s result; its failure as "manifest committer: {@code what}: <why>". */
+  static <T> T unchecked(String what, IoStep<T> step) {
+    try {
+      return step.run();
+    } catch (IOException e) {
+      throw new UncheckedIOException("manifest committer: " + what + ": " + e.getMessage(), e);
+    }
+  }
+
+  // ---------------------------------------------------------------- job (driver)
+
+  /** Runs {@code operation}: the job's request plus {@code extra}. */
+  private JsonNode callEngine(EngineClient engine, String operation, Configuration conf,
+      Map<String, Object> extra) throws IOException {
     Map<String, Object> req = new LinkedHashMap<>();
     req.put("jobId", jobId);
     req.put("jobAttempt", JOB_ATTEMPT);
     // The qualified Hadoop URI string, which the engine decodes exactly once (HADOOP-17112).
-    req.put("destinationUri", qualified(destination(), conf).toUri().toString());
+    req.put("destinationUri", qualified(new Path(path), conf).toUri().toString());
     req.put("dynamicPartitionOverwrite", dynamicPartitionOverwrite);
     req.put("conf", EngineClient.forwardedConf(conf));
-    return req;
+    req.putAll(extra);
+    return engine.call(operation, req);
+  }
+
+  /** Spark's protocol if the engine cannot open the destination, else null; decided once. */
+  synchronized FileCommitProtocol hadoopProtocol(Configuration conf) {
+    if (!decided) {
+      String scheme = unchecked("no filesystem for " + path,
+          () -> qualified(new Path(path), conf).toUri().getScheme());
+      if (!ENGINE_SCHEMES.contains(scheme.toLowerCase(Locale.ROOT))) {
+        HadoopCommitProtocol fallback =
+            new HadoopCommitProtocol(jobId, path, scheme, dynamicPartitionOverwrite);
+        String factory = fallback.factory(conf);
+        LOG.info("Manifest committer job {} at {}: the Python engine does not open {}://"
+            + " destinations; committed by Spark's protocol with {}", jobId, path, scheme,
+            factory != null ? factory : "its usual committer (FileOutputCommitter)");
+        hadoop = fallback;
+      }
+      decided = true;
+    }
+    return hadoop;
   }
 
   @Override
   public void setupJob(JobContext jobContext) {
     Configuration conf = jobContext.getConfiguration();
-    try {
-      EngineClient engine = EngineClient.forJob(conf);
-      LOG.info("Manifest committer job {} at {}: engine {}", jobId, path, engine.description());
-      engine.setupJob(request(conf));
-    } catch (IOException e) {
-      throw new UncheckedIOException("manifest committer: setting up job " + jobId + " failed: "
-          + e.getMessage(), e);
+    if (hadoopProtocol(conf) != null) {
+      hadoop.setupJob(jobContext);
+      return;
     }
+    EngineClient engine = EngineClient.forJob(conf);
+    LOG.info("Manifest committer job {} at {}: engine {}", jobId, path, engine.description());
+    unchecked("setting up job " + jobId + " failed",
+        () -> callEngine(engine, "setupJob", conf, Map.of()));
   }
 
   /**
-   * Job commit on Spark 4 (Scala 2.13, where Spark's {@code Seq} is the immutable one). Neither
-   * overload says {@code @Override}: compiled against one Scala line, the other is a plain
-   * overload, so one source serves both and each jar overrides the method its Spark calls.
+   * Job commit on Spark 4 (Scala 2.13's immutable {@code Seq}). Neither overload says
+   * {@code @Override}: each jar overrides the one its Spark calls.
    */
   public void commitJob(JobContext jobContext,
       scala.collection.immutable.Seq<FileCommitProtocol.TaskCommitMessage> messages) {
-    commitTasks(jobContext, messages.iterator());
-  }
-
-  /** Job commit on Spark 3.5 (Scala 2.12, where Spark's {@code Seq} is scala.collection's). */
-  public void commitJob(JobContext jobContext,
-      scala.collection.Seq<FileCommitProtocol.TaskCommitMessage> messages) {
-    commitTasks(jobContext, messages.iterator());
-  }
-
-  private void commitTasks(JobContext jobContext,
-      scala.collection.Iterator<FileCommitProtocol.TaskCommitMessage> messages) {
     Configuration conf = jobContext.getConfiguration();
+    if (hadoopProtocol(conf) != null) {
+      hadoop.commitJob(jobContext, messages);
+      return;
+    }
     List<Map<String, Object>> committed = new ArrayList<>();
     Set<String> absoluteRoots = new LinkedHashSet<>();
     long files = 0;
     long bytes = 0;
-    while (messages.hasNext()) {
-      TaskCommitInfo info = (TaskCommitInfo) messages.next().obj();
+    scala.collection.Iterator<FileCommitProtocol.TaskCommitMessage> it = messages.iterator();
+    while (it.hasNext()) {
+      TaskCommitInfo info = (TaskCommitInfo) it.next().obj();
       Map<String, Object> task = new LinkedHashMap<>();
       task.put("taskId", info.getTaskId());
       task.put("taskAttemptId", info.getTaskAttemptId());
@@ -180,40 +199,42 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
       files += info.getFileCount();
       bytes += info.getByteCount();
     }
-    try {
-      Map<String, Object> req = request(conf);
-      req.put("committedTasks", committed);
-      req.put("extraDestinationRoots", new ArrayList<>(absoluteRoots));
-      EngineClient engine = EngineClient.forJob(conf);
-      long start = System.nanoTime();
-      JsonNode result = engine.commitJob(req);
-      LOG.info("Manifest committer job {} committed {} tasks, {} files, {} bytes in {} ms via {}"
-              + " ({})", jobId, committed.size(), files, bytes,
-          (System.nanoTime() - start) / 1_000_000, engine.description(),
-          result.path("summary").isMissingNode() ? "no summary" : "summary written");
-    } catch (IOException e) {
-      // Spark calls abortJob after this; the message is the engine's, so the user sees why.
-      throw new UncheckedIOException("manifest committer: committing job " + jobId + " to "
-          + path + " failed: " + e.getMessage(), e);
-    }
+    Map<String, Object> extra = new LinkedHashMap<>();
+    extra.put("committedTasks", committed);
+    extra.put("extraDestinationRoots", new ArrayList<>(absoluteRoots));
+    EngineClient engine = EngineClient.forJob(conf);
+    long start = System.nanoTime();
+    // Spark calls abortJob next; the message is the engine's, so the user sees why.
+    JsonNode result = unchecked("committing job " + jobId + " to " + path + " failed",
+        () -> callEngine(engine, "commitJob", conf, extra));
+    LOG.info("Manifest committer job {} committed {} tasks, {} files, {} bytes in {} ms via {}"
+            + " ({})", jobId, committed.size(), files, bytes,
+        (System.nanoTime() - start) / 1_000_000, engine.description(),
+        result.path("summary").isMissingNode() ? "no summary" : "summary written");
+  }
+
+  /** Job commit on Spark 3.5 (Scala 2.12, where Spark's {@code Seq} is scala.collection's). */
+  public void commitJob(JobContext jobContext,
+      scala.collection.Seq<FileCommitProtocol.TaskCommitMessage> messages) {
+    commitJob(jobContext, messages.toList());  // immutable, as Spark's protocol takes on both
   }
 
   /**
-   * Static overwrite ({@code mode("overwrite")}, {@code INSERT OVERWRITE ... PARTITION}): Spark
-   * calls this for the table or the static partitions before {@code setupJob}. A path on the
-   * destination's filesystem is not deleted but moved into the job's directory by the engine,
-   * so a job that fails or is aborted gets it back; the commit deletes it after {@code _SUCCESS}.
-   * A path on another filesystem is deleted, as Spark's own protocol does.
-   *
-   * @return true if something was there (and is now moved aside or deleted)
+   * Static overwrite: a path on the destination's filesystem is moved into the job's directory
+   * by the engine (restored if the job fails); one elsewhere is deleted, as by Spark's protocol.
    */
   @Override
   public boolean deleteWithJob(FileSystem fs, Path target, boolean recursive) {
     Configuration conf = driverConfiguration(fs);
-    try {
+    if (hadoopProtocol(conf) != null) {
+      return hadoop.deleteWithJob(fs, target, recursive);
+    }
+    return unchecked("job " + jobId + " could not replace " + target, () -> {
       Path qualifiedTarget = fs.makeQualified(target);
-      Path dest = qualified(destination(), conf);
-      if (!sameFileSystem(dest.toUri(), qualifiedTarget.toUri())) {
+      URI dest = qualified(new Path(path), conf).toUri();
+      URI uri = qualifiedTarget.toUri();
+      if (dest.getScheme() == null || !dest.getScheme().equalsIgnoreCase(uri.getScheme())
+          || !Objects.equals(dest.getAuthority(), uri.getAuthority())) {
         LOG.info("Manifest committer job {}: deleting {} (not on the destination's filesystem)",
             jobId, qualifiedTarget);
         return fs.delete(target, recursive);
@@ -226,30 +247,19 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
           return false;
         }
         if (status.isDirectory() && fs.listStatus(qualifiedTarget).length > 0) {
-          // A non-recursive delete of a non-empty directory fails; let the filesystem say so.
-          return fs.delete(target, false);
+          return fs.delete(target, false);  // fails: the filesystem says why
         }
       }
-      Map<String, Object> req = request(conf);
-      req.put("path", qualifiedTarget.toUri().toString());
       EngineClient engine = EngineClient.forJob(conf);
-      JsonNode result = engine.deleteWithJob(req);
-      boolean moved = result.path("moved").asBoolean(false);
+      boolean moved = callEngine(engine, "deleteWithJob", conf, Map.of("path", uri.toString()))
+          .path("moved").asBoolean(false);
       LOG.info("Manifest committer job {}: {} {} into the job directory (static overwrite)",
           jobId, moved ? "moved" : "nothing to move at", qualifiedTarget);
       return moved;
-    } catch (IOException e) {
-      throw new UncheckedIOException("manifest committer: job " + jobId + " could not replace "
-          + target + ": " + e.getMessage(), e);
-    }
+    });
   }
 
-  /**
-   * The session's Hadoop configuration (with runtime {@code spark.hadoop.*} options, as
-   * {@code setupJob} sees them), falling back to the filesystem's own. Looked up by reflection:
-   * the session class is {@code org.apache.spark.sql.classic.SparkSession} on Spark 4 and
-   * {@code org.apache.spark.sql.SparkSession} on Spark 3.5, and one source serves both.
-   */
+  /** The session's Hadoop configuration (runtime options included), else the filesystem's. */
   private static Configuration driverConfiguration(FileSystem fs) {
     for (String name : SESSION_CLASSES) {
       try {
@@ -273,18 +283,17 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
     return fs.getConf();
   }
 
-  static boolean sameFileSystem(URI a, URI b) {
-    return a.getScheme() != null && a.getScheme().equalsIgnoreCase(b.getScheme())
-        && Objects.equals(a.getAuthority(), b.getAuthority());
-  }
-
   @Override
   public void abortJob(JobContext jobContext) {
-    // Never throw: Spark calls this while handling the original failure, which must surface.
+    Configuration conf = jobContext.getConfiguration();
+    if (hadoopProtocol(conf) != null) {
+      hadoop.abortJob(jobContext);
+      return;
+    }
     try {
-      Configuration conf = jobContext.getConfiguration();
-      EngineClient.forJob(conf).abortJob(request(conf));
+      callEngine(EngineClient.forJob(conf), "abortJob", conf, Map.of());
     } catch (IOException | RuntimeException e) {
+      // Never thrown: Spark calls this while handling the original failure, which must surface.
       LOG.error("Manifest committer: aborting job {} at {} failed; its directory {} may remain",
           jobId, path, jobAttemptDir().getParent(), e);
     }
@@ -294,25 +303,26 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
 
   @Override
   public void setupTask(TaskAttemptContext ctx) {
+    if (hadoopProtocol(ctx.getConfiguration()) != null) {
+      hadoop.setupTask(ctx);
+      return;
+    }
     partitionPaths = new LinkedHashSet<>();
     absoluteDirs = new ArrayList<>();
     Path dir = taskAttemptDir(ctx);
-    try {
+    unchecked("task attempt directory " + dir + " could not be created", () -> {
       FileSystem fs = dir.getFileSystem(ctx.getConfiguration());
-      // A task of a failed stage may still start after the driver aborted the job; it must not
-      // recreate the job's directory (mkdirs creates every parent).
+      // A late task of an aborted job must not recreate its directory (mkdirs makes parents).
       requireJob(fs, ctx, "set up");
       if (!fs.mkdirs(dir)) {
         throw new IOException("mkdirs returned false for " + dir);
       }
-    } catch (IOException e) {
-      throw new UncheckedIOException("manifest committer: task attempt directory " + dir
-          + " could not be created: " + e.getMessage(), e);
-    }
+      return null;
+    });
   }
 
+  /** For callers (tests, tools) that skip setupTask; Spark never does. */
   private void ensureTaskState() {
-    // Spark always calls setupTask first; this guards callers (tests, tools) that do not.
     if (partitionPaths == null) {
       partitionPaths = new LinkedHashSet<>();
       absoluteDirs = new ArrayList<>();
@@ -321,6 +331,9 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
 
   @Override
   public String newTaskTempFile(TaskAttemptContext ctx, Option<String> dir, FileNameSpec spec) {
+    if (hadoopProtocol(ctx.getConfiguration()) != null) {
+      return hadoop.newTaskTempFile(ctx, dir, spec);
+    }
     ensureTaskState();
     Path base = taskAttemptDir(ctx);
     if (dir.isDefined()) {
@@ -339,15 +352,16 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
   @Override
   public String newTaskTempFileAbsPath(TaskAttemptContext ctx, String absoluteDir,
       FileNameSpec spec) {
+    if (hadoopProtocol(ctx.getConfiguration()) != null) {
+      return hadoop.newTaskTempFileAbsPath(ctx, absoluteDir, spec);
+    }
     ensureTaskState();
     Path target = new Path(absoluteDir);
-    int index = absoluteDirs.indexOf(target);
-    if (index < 0) {
+    if (!absoluteDirs.contains(target)) {
       absoluteDirs.add(target);
-      index = absoluteDirs.size() - 1;
     }
     Path staged = new Path(new Path(taskAttemptDir(ctx), ABSOLUTE_SUBDIR),
-        Integer.toString(index));
+        Integer.toString(absoluteDirs.indexOf(target)));
     return new Path(staged, fileName(ctx, spec)).toString();
   }
 
@@ -359,40 +373,53 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
 
   @Override
   public FileCommitProtocol.TaskCommitMessage commitTask(TaskAttemptContext ctx) {
+    if (hadoopProtocol(ctx.getConfiguration()) != null) {
+      return hadoop.commitTask(ctx);
+    }
     ensureTaskState();
     TaskAttemptID attempt = ctx.getTaskAttemptID();
     ManifestTaskCommitter committer = new ManifestTaskCommitter();
-    // Asks Spark's OutputCommitCoordinator; a losing attempt gets CommitDeniedException (thrown
-    // undeclared through Scala), which must propagate unchanged so the scheduler treats it as
-    // "denied", not as a failure. IOExceptions of the manifest save propagate the same way.
+    // Asks Spark's OutputCommitCoordinator. Its CommitDeniedException (undeclared, from Scala)
+    // must propagate unchanged, so the scheduler sees "denied", not a failure.
     SparkHadoopMapRedUtil.commitTask(committer, ctx, attempt.getJobID().getId(),
         attempt.getTaskID().getId());
-    TaskCommitInfo info = committer.result;
-    if (info == null) {
+    if (committer.result == null) {
       throw new IllegalStateException("task commit of " + attempt + " produced no manifest");
     }
-    return new FileCommitProtocol.TaskCommitMessage(info);
+    return new FileCommitProtocol.TaskCommitMessage(committer.result);
   }
 
   @Override
   public void abortTask(TaskAttemptContext ctx) {
+    if (hadoopProtocol(ctx.getConfiguration()) != null) {
+      hadoop.abortTask(ctx);
+      return;
+    }
     Path dir = taskAttemptDir(ctx);
-    Path tmpManifest = temporaryManifestPath(ctx);
     try {
       FileSystem fs = dir.getFileSystem(ctx.getConfiguration());
       fs.delete(dir, true);
-      fs.delete(tmpManifest, false);
+      fs.delete(manifestPath(ctx, true), false);
       if (!fs.exists(jobMarker())) {
-        removeEmptyJobDirs(fs);
+        // The job is over, yet this late attempt may have recreated its directories: the empty
+        // ones go, deepest first (_temporary is shared with other jobs). Non-recursive deletes
+        // fail rather than remove what another late attempt just wrote.
+        Path attemptDir = jobAttemptDir();
+        for (Path d : new Path[] {new Path(attemptDir, TASKS_DIR),
+            new Path(attemptDir, MANIFESTS_DIR), attemptDir, attemptDir.getParent()}) {
+          try {
+            if (fs.listStatus(d).length == 0) {
+              fs.delete(d, false);
+            }
+          } catch (IOException e) {
+            LOG.debug("Manifest committer: left {} of finished job {}", d, jobId, e);
+          }
+        }
       }
     } catch (IOException e) {
-      // Aborting must not mask the task's own failure; job cleanup deletes the whole job dir.
+      // Must not mask the task's own failure; job cleanup deletes the whole job directory.
       LOG.warn("Manifest committer: could not delete aborted task attempt directory {}", dir, e);
     }
-  }
-
-  Path jobMarker() {
-    return new Path(jobAttemptDir(), JOB_MARKER);
   }
 
   private void requireJob(FileSystem fs, TaskAttemptContext ctx, String action)
@@ -401,28 +428,6 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
       throw new IOException("task attempt " + ctx.getTaskAttemptID() + " cannot " + action
           + ": job " + jobId + " is not set up under " + jobAttemptDir()
           + " (committed, aborted, or never set up)");
-    }
-  }
-
-  /**
-   * The job is over, but this attempt may have recreated its directories after the job's
-   * cleanup removed them (it was still running when the driver aborted the job). Only empty
-   * directories go, deepest first: another late attempt's files stay for its own abort, and
-   * {@code _temporary}, shared with other jobs, is left to job cleanup.
-   */
-  private void removeEmptyJobDirs(FileSystem fs) {
-    Path attemptDir = jobAttemptDir();
-    Path[] dirs = {new Path(attemptDir, TASKS_DIR), new Path(attemptDir, MANIFESTS_DIR),
-        attemptDir, attemptDir.getParent()};
-    for (Path d : dirs) {
-      try {
-        FileStatus[] children = fs.listStatus(d);
-        if (children.length == 0) {
-          fs.delete(d, false);  // non-recursive: fails rather than delete what just appeared
-        }
-      } catch (IOException e) {
-        LOG.debug("Manifest committer: left {} of finished job {}", d, jobId, e);
-      }
     }
   }
 
@@ -435,36 +440,30 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
     // Qualified paths, so the manifest's URIs carry a scheme as Hadoop's do.
     Path workDir = qualified(taskAttemptDir(ctx), conf);
     List<Path> absolute = new ArrayList<>();
+    List<String> absoluteUris = new ArrayList<>();
     for (Path p : absoluteDirs) {
-      absolute.add(qualified(p, conf));
+      Path dir = qualified(p, conf);
+      absolute.add(dir);
+      absoluteUris.add(dir.toUri().toString());
     }
     long start = System.currentTimeMillis();
-    TaskManifestWriter.Scan scan = writer.scan(workDir, qualified(destination(), conf),
-        ABSOLUTE_SUBDIR, absolute);
+    writer.scan(workDir, qualified(new Path(path), conf), absolute);
     Map<String, String> extra = new LinkedHashMap<>();
     extra.put("committer", ManifestCommitProtocol.class.getName());
     extra.put("dynamicPartitionOverwrite", Boolean.toString(dynamicPartitionOverwrite));
     String taskId = ctx.getTaskAttemptID().getTaskID().toString();
     String attemptId = ctx.getTaskAttemptID().toString();
-    writer.statistics().timed("task_stage_commit", System.currentTimeMillis() - start, false);
-    byte[] bytes = writer.manifestBytes(jobId, JOB_ATTEMPT, taskId, attemptId, workDir, scan,
-        extra);
-    Path manifest = qualified(manifestPath(ctx), conf);
-    writer.save(bytes, temporaryManifestPath(ctx), manifest);
-    List<String> absoluteUris = new ArrayList<>();
-    for (Path p : absolute) {
-      absoluteUris.add(p.toUri().toString());
-    }
+    writer.stats.timed("task_stage_commit", System.currentTimeMillis() - start, false);
+    byte[] bytes = writer.manifestBytes(jobId, JOB_ATTEMPT, taskId, attemptId, workDir, extra);
+    Path manifest = qualified(manifestPath(ctx, false), conf);
+    writer.save(bytes, manifestPath(ctx, true), manifest);
     LOG.info("Manifest committer task {}: {} files, {} bytes, manifest {}", attemptId,
-        scan.files.size(), scan.bytes, manifest);
-    return new TaskCommitInfo(taskId, attemptId, manifest.toUri().toString(), scan.files.size(),
-        scan.bytes, new ArrayList<>(partitionPaths), absoluteUris);
+        writer.files.size(), writer.bytes, manifest);
+    return new TaskCommitInfo(taskId, attemptId, manifest.toUri().toString(),
+        writer.files.size(), writer.bytes, new ArrayList<>(partitionPaths), absoluteUris);
   }
 
-  /**
-   * The Hadoop {@code OutputCommitter} face SparkHadoopMapRedUtil needs to run the coordinator
-   * handshake: commit means "write the manifest", abort means "delete the attempt directory".
-   */
+  /** The OutputCommitter of the coordinator handshake: its commit writes the manifest. */
   private final class ManifestTaskCommitter extends OutputCommitter {
     private TaskCommitInfo result;
 
@@ -476,9 +475,7 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
 
     @Override
     public boolean needsTaskCommit(TaskAttemptContext taskContext) {
-      // Always: even a task that wrote nothing must report, so job commit can check that the
-      // manifest it is given belongs to the attempt Spark committed.
-      return true;
+      return true;  // even with no file: job commit checks every committed attempt's manifest
     }
 
     @Override

@@ -6,9 +6,8 @@ import java.util.Collections;
 import java.util.List;
 
 /**
- * What a committed task attempt reports to the driver (the payload of Spark's
- * {@code TaskCommitMessage}): which attempt committed and where its manifest is, so that job
- * commit can refuse a manifest written by any other attempt.
+ * What a committed task attempt reports to the driver (Spark's {@code TaskCommitMessage}): which
+ * attempt committed and where its manifest is, so job commit can refuse any other attempt's.
  */
 public final class TaskCommitInfo implements Serializable {
   private static final long serialVersionUID = 1L;
@@ -18,17 +17,13 @@ public final class TaskCommitInfo implements Serializable {
   private final String manifestPath;
   private final long fileCount;
   private final long byteCount;
+  /** Partition directories (relative, escaped as Spark names them) the attempt wrote into. */
   private final List<String> partitions;
+  /** Absolute directories (custom partition locations) the attempt wrote into, as URIs. */
   private final List<String> absoluteDirectories;
 
-  public TaskCommitInfo(
-      String taskId,
-      String taskAttemptId,
-      String manifestPath,
-      long fileCount,
-      long byteCount,
-      List<String> partitions,
-      List<String> absoluteDirectories) {
+  public TaskCommitInfo(String taskId, String taskAttemptId, String manifestPath, long fileCount,
+      long byteCount, List<String> partitions, List<String> absoluteDirectories) {
     this.taskId = taskId;
     this.taskAttemptId = taskAttemptId;
     this.manifestPath = manifestPath;
@@ -58,12 +53,10 @@ public final class TaskCommitInfo implements Serializable {
     return byteCount;
   }
 
-  /** Partition directories (relative, escaped as Spark names them) the attempt wrote into. */
   public List<String> getPartitions() {
     return partitions;
   }
 
-  /** Absolute directories (custom partition locations) the attempt wrote into, as URIs. */
   public List<String> getAbsoluteDirectories() {
     return absoluteDirectories;
   }

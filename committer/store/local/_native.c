@@ -600,7 +600,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
-    .m_name = "committer.store._native",
+    .m_name = "committer.store.local._native",
     .m_doc = "The local-disk loops of the job commit (rename, rmdir, stat, count), without the GIL.",
     .m_size = -1,
     .m_methods = methods,

@@ -1,42 +1,32 @@
-"""Local disk: direct ``os`` calls, the fast path of the engine.
+"""Local disk, the fast path of the engine: :class:`LocalStore` and its renames.
 
 File renames use Linux ``renameat2(RENAME_NOREPLACE)``: atomic and never replacing an existing
 file, at the cost of a plain ``os.rename``. Where that call is missing,
 ``link`` + ``unlink`` gives the same no-replace guarantee.
 
-Local files have no etag, so one is made from what a rename keeps: inode, modification time and
-size. It proves that a destination *is* the renamed source (HADOOP-18012 recovery) and lets
-output validation notice a replaced file.
+Here too what works on many files at once, relative to directories opened once: a chunk's
+renames, runs of ``rmdir``, the sources' identities, the checks of a directory moved whole.
+Each such loop is in C with the GIL released where the ``_native`` module was built
+(``_native.c``), else in Python (ctypes or ``os``), alike. Everything else is ``files.py``'s.
 """
 
 from __future__ import annotations
 
 import ctypes
 import errno
-import functools
 import os
-import re
-import shutil
 import stat as statmod
-import sys
-import threading
-import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from io import FileIO
-from typing import Any, BinaryIO, Literal
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
-from committer.errors import (
-    PathExistsError,
-    PathNotFoundError,
-    StoreError,
-    UnsafePathError,
-)
-from committer.store.base import FileStatus, SourceEntry, Store
-from committer.store.beneath import DIR_FLAGS, FOLLOW_KEY, Beneath, DirectoryCache
-from committer.store.os_errors import translate
+from committer.errors import PathExistsError, PathNotFoundError, StoreError
+from committer.store.base import SourceEntry
+from committer.store.local.files import LocalFiles, _open_directory
+from committer.store.local.identity import file_etag
+from committer.store.local.os_errors import translate
+from committer.store.local.relative import _open_common_dir, _relative
 from manifest_schema.uris import local_path
 
-_FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
 _AT_FDCWD = -100
 _RENAME_NOREPLACE = 1
 
@@ -55,7 +45,7 @@ def _load_renameat2() -> ctypes._CFuncPtr | None:  # type: ignore[name-defined]
 _renameat2 = _load_renameat2()
 
 try:  # the C loops (setup.py builds them where a compiler is present)
-    from committer.store import _native
+    from committer.store.local import _native
 except ImportError:
     _native = None  # type: ignore[assignment]
 
@@ -156,153 +146,7 @@ def _rmdir_each(fd: int | None, paths: list[str] | list[bytes]) -> int:
     return removed
 
 
-def _read_within(f: FileIO, limit: int, path: str) -> bytes:
-    """All of the unbuffered file ``f``, refusing it once it proves larger than ``limit``. Reads
-    are sized by the file, never by the limit: ``read(limit + 1)`` allocates the whole limit
-    first (256 MiB for a manifest), which made reading a thousand small manifests six times
-    slower than the reads themselves."""
-    size = os.fstat(f.fileno()).st_size
-    parts: list[bytes] = []
-    total = 0
-    want = min(size, limit) + 1  # one more: a file grown since fstat shows, and is read on
-    while True:
-        chunk = f.read(want)
-        if not chunk:
-            break
-        parts.append(chunk)
-        total += len(chunk)
-        if total > limit:
-            raise StoreError(f"file is larger than the limit of {limit} bytes: {path}", path)
-        want = min(1 << 20, limit + 1 - total)
-    return parts[0] if len(parts) == 1 else b"".join(parts)
-
-
-# Opening never waits (a FIFO without a writer would block the open itself), and a terminal
-# never becomes the process's controlling terminal.
-_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
-
-_FILE_KINDS = (
-    (statmod.S_ISDIR, "a directory"),
-    (statmod.S_ISFIFO, "a FIFO (named pipe)"),
-    (statmod.S_ISCHR, "a character device"),
-    (statmod.S_ISBLK, "a block device"),
-    (statmod.S_ISSOCK, "a socket"),
-)
-
-
-def _require_regular(mode: int, path: str) -> None:
-    if statmod.S_ISREG(mode):
-        return
-    kind = next((name for test, name in _FILE_KINDS if test(mode)), "not a file")
-    raise StoreError(f"is {kind}, not a regular file: {path}", path)
-
-
-def _common_prefix_length(a: str, b: str) -> int:
-    """How many leading characters ``a`` and ``b`` share, by halving: a few slice compares
-    instead of a Python loop over each character (it runs twice per chunk of renames)."""
-    lo, hi = 0, min(len(a), len(b))
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if a[:mid] == b[:mid]:
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
-
-
-def _open_common_dir(paths: list[str] | Sequence[str]) -> tuple[int, int] | None:
-    """Open the deepest directory containing every one of ``paths`` (absolute OS paths) and
-    return ``(fd, length of its path with the trailing slash)``, so ``path[length:]`` is each
-    path relative to it; ``None`` if the paths are not all absolute or it cannot be opened."""
-    if not paths:
-        return None
-    lo, hi = min(paths), max(paths)  # the common prefix of all is the common prefix of these
-    slash = lo.rfind("/", 0, _common_prefix_length(lo, hi))
-    if not lo.startswith("/") or slash < 0:
-        return None
-    root = lo[: slash + 1]
-    try:
-        fd = os.open(root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
-    except (OSError, ValueError):
-        return None
-    return fd, len(root)
-
-
-def _relative(paths: Sequence[str], cut: int) -> list[bytes]:
-    """Each path without its first ``cut`` characters, encoded as ``os.fsencode`` would."""
-    encoding, errors = _FS_ENCODING, _FS_ERRORS
-    return [p[cut:].encode(encoding, errors) for p in paths]
-
-
-# Filesystems whose reads of cached files never wait on a network: for these, reading ahead on
-# threads only adds hand-offs (see ``LocalStore.reads_wait``). Anything else (nfs, cifs, fuse,
-# lustre, ceph, ...) is assumed to wait.
-_LOCAL_FS_TYPES = frozenset({
-    "ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "zfs", "bcachefs", "jfs", "reiserfs",
-    "tmpfs", "ramfs", "overlay",
-})
-
-
-_OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")
-
-
-def filesystem_type(path: str, mounts_file: str = "/proc/self/mounts") -> str | None:
-    """The type of the filesystem holding ``path`` (the longest mount point above it), or
-    ``None`` when the mount table cannot be read."""
-    target = os.path.realpath(path)
-    best, best_type = "", None
-    try:
-        with open(mounts_file, encoding="utf-8", errors="replace") as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return None
-    for line in lines:
-        fields = line.split()
-        if len(fields) < 3:
-            continue
-        # the mount table escapes spaces, tabs, newlines and backslashes as octal
-        point = _OCTAL_ESCAPE.sub(lambda m: chr(int(m.group(1), 8)), fields[1])
-        inside = target == point or target.startswith(point.rstrip("/") + "/")
-        if inside and len(point) >= len(best):
-            best, best_type = point, fields[2]
-    return best_type
-
-
-def file_etag(st: os.stat_result) -> str:
-    return f"{st.st_ino:x}-{st.st_mtime_ns:x}-{st.st_size:x}"
-
-
-def _cache_capacity() -> int:
-    """How many directories a store keeps open: an eighth of the soft limit on open files,
-    within 16..1024."""
-    try:
-        import resource
-
-        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if soft == resource.RLIM_INFINITY:
-            soft = 1 << 16
-    except (ImportError, OSError, ValueError):
-        soft = 1024
-    return max(16, min(1024, soft // 8))
-
-
-def _open_directory(beneath: Beneath | None, path: str) -> int:
-    """A new fd of directory ``path``: beneath the root without symbolic links; elsewhere as
-    the kernel resolves it. (A function of ``beneath`` alone: the store's directory cache
-    holds it, and must not keep the store alive, or its finalizer would never close them.)"""
-    parts = beneath.parts(path) if beneath is not None else None
-    if parts is not None:
-        assert beneath is not None
-        return beneath.open_dir(parts)
-    try:
-        return os.open(path, DIR_FLAGS)
-    except ValueError as e:
-        raise StoreError(f"{e}: {path!r}", path) from None
-    except OSError as e:
-        raise translate(e, path) from None
-
-
-class LocalStore(Store):
+class LocalStore(LocalFiles):
     """Local disk. With ``root`` (the destination the store was opened for), renames and
     directory creation below it never go through a symbolic link below it: one there is an
     ``UnsafePathError`` naming it, unless ``follow_symlinks``. Paths elsewhere (a custom
@@ -315,35 +159,6 @@ class LocalStore(Store):
     renames_directories = True
     identifies_by_stat = True
 
-    # Class defaults, so that a subclass whose __init__ does not call this one still works
-    # (unchecked, as a store without a root).
-    beneath: Beneath | None = None
-    _dir_cache: DirectoryCache | None = None
-    _pins_per_run = 4
-    _init_lock = threading.Lock()
-
-    def __init__(self, root: str | None = None, *, follow_symlinks: bool = False) -> None:
-        self.beneath = None if root is None or follow_symlinks else Beneath(local_path(root))
-        self._dirs.clear()  # made now, not by the first thread that needs it
-
-    @property
-    def _dirs(self) -> DirectoryCache:
-        cache = self._dir_cache
-        if cache is None:
-            with LocalStore._init_lock:
-                cache = self._dir_cache
-                if cache is None:
-                    opener = functools.partial(_open_directory, self.beneath)
-                    cache = self._dir_cache = DirectoryCache(opener, _cache_capacity())
-                    # each thread pins at most this many directories at once (fds open =
-                    # cache + pins)
-                    self._pins_per_run = max(4, min(64, cache.capacity // 4))
-                    weakref.finalize(self, cache.clear)
-        return cache
-
-    def close(self) -> None:
-        self._dirs.clear()
-
     def _parent_error(self, error: StoreError, s: str, d: str) -> StoreError:
         """The failure of a rename whose destination directory could not be opened."""
         if isinstance(error, PathNotFoundError):
@@ -351,39 +166,6 @@ class LocalStore(Store):
         if isinstance(error, PathExistsError):  # not "the destination exists": no displacing
             return StoreError(f"rename destination parent is not a directory: {error.path}", d)
         return error
-
-    def stat(self, path: str) -> FileStatus:
-        p = local_path(path)
-        try:
-            st = os.stat(p)
-        except OSError as e:
-            raise translate(e, p) from None
-        is_dir = statmod.S_ISDIR(st.st_mode)
-        return FileStatus(p, 0 if is_dir else st.st_size, is_dir,
-                          None if is_dir else file_etag(st), st.st_mtime)
-
-    def list_dir(self, path: str) -> list[FileStatus]:
-        p = local_path(path)
-        out: list[FileStatus] = []
-        try:
-            with os.scandir(p) as it:
-                for entry in it:
-                    st = entry.stat(follow_symlinks=False)
-                    if entry.is_dir(follow_symlinks=False):
-                        out.append(FileStatus(entry.path, 0, True, None, st.st_mtime))
-                    else:
-                        out.append(FileStatus(entry.path, st.st_size, False, file_etag(st),
-                                              st.st_mtime))
-        except OSError as e:
-            raise translate(e, p) from None
-        return out
-
-    def list_names(self, path: str) -> list[str]:
-        p = local_path(path)
-        try:
-            return os.listdir(p)
-        except OSError as e:
-            raise translate(e, p) from None
 
     def count_children(self, path: str) -> int:
         p = local_path(path)
@@ -461,39 +243,6 @@ class LocalStore(Store):
         finally:
             os.close(fd)
         return None if count < 0 else count
-
-    def walk_files(self, root: str) -> Iterator[FileStatus]:
-        # Same as the generic walk, minus the intermediate lists: task scans are hot.
-        pending = [local_path(root)]
-        while pending:
-            here = pending.pop()
-            try:
-                with os.scandir(here) as it:
-                    for entry in it:
-                        if entry.is_dir(follow_symlinks=False):
-                            pending.append(entry.path)
-                        else:
-                            st = entry.stat(follow_symlinks=False)
-                            yield FileStatus(entry.path, st.st_size, False, file_etag(st),
-                                             st.st_mtime)
-            except OSError as e:
-                raise translate(e, here) from None
-
-    def mkdirs(self, path: str) -> None:
-        p = local_path(path)
-        parts = self.beneath.parts(p) if self.beneath is not None else None
-        if parts is not None:
-            assert self.beneath is not None
-            os.close(self.beneath.open_dir(parts, create=True))
-            return
-        try:
-            os.makedirs(p, exist_ok=True)
-        except FileExistsError:
-            raise PathExistsError(f"a file exists where a directory must be: {p}", p) from None
-        except NotADirectoryError:
-            raise PathExistsError(f"a file exists above directory {p}", p) from None
-        except OSError as e:
-            raise translate(e, p) from None
 
     def rename_file(self, src: str, dst: str) -> None:
         s, d = local_path(src), local_path(dst)
@@ -668,12 +417,6 @@ class LocalStore(Store):
         finally:
             os.close(fd)
 
-    def reads_wait(self, path: str) -> bool:
-        """False on a filesystem of this machine's own disks or memory, where a read of a
-        manifest is one system call; true on a network filesystem (a cluster's shared
-        destination), where reads ahead on threads hide the round trips."""
-        return filesystem_type(local_path(path)) not in _LOCAL_FS_TYPES
-
     def _rename_error(self, e: OSError, s: str, d: str) -> StoreError:
         if e.errno == errno.EEXIST:
             return PathExistsError(f"rename destination exists: {d}", d)
@@ -705,112 +448,3 @@ class LocalStore(Store):
             raise StoreError(f"rename {s!r} -> {d!r}: {e}", s) from None
         finally:
             self._dirs.release(pins)
-
-    def delete_file(self, path: str) -> bool:
-        p = local_path(path)
-        self._dirs.forget_tree(p)  # a link to a directory, followed when it was cached
-        try:
-            os.unlink(p)
-        except FileNotFoundError:
-            return False
-        except OSError as e:
-            raise translate(e, p) from None
-        return True
-
-    def delete_tree(self, path: str) -> bool:
-        p = local_path(path)
-        self._dirs.forget_tree(p)
-        try:
-            if os.path.isdir(p) and not os.path.islink(p):
-                shutil.rmtree(p)
-            else:
-                os.unlink(p)
-        except FileNotFoundError:
-            return False
-        except OSError as e:
-            raise translate(e, p) from None
-        return True
-
-    def remove_dir_if_empty(self, path: str) -> bool:
-        p = local_path(path)
-        self._dirs.forget_tree(p)
-        try:
-            os.rmdir(p)
-        except FileNotFoundError:
-            return True
-        except OSError as e:
-            if e.errno in (errno.ENOTEMPTY, errno.EEXIST):
-                return False
-            raise translate(e, p) from None
-        return True
-
-    def read_bytes(self, path: str, limit: int | None = None) -> bytes:
-        """The whole file, which must be a regular file: anything else in the job tree (a FIFO
-        would block the reader forever, a device node may act on being opened) is refused by
-        name. Checked before opening, so a device is never opened, and again on the open file,
-        opened without blocking, in case the path was swapped in between."""
-        p = local_path(path)
-        try:
-            _require_regular(os.stat(p).st_mode, p)
-            fd = os.open(p, _READ_FLAGS)
-        except OSError as e:
-            raise translate(e, p) from None
-        with FileIO(fd, "rb", closefd=True) as f:
-            try:
-                _require_regular(os.fstat(fd).st_mode, p)
-                if limit is None:
-                    return f.readall()
-                return _read_within(f, limit, p)
-            except OSError as e:
-                raise translate(e, p) from None
-
-    def open_write(self, path: str) -> BinaryIO:
-        p = local_path(path)
-        try:
-            return self._create(p, "wb")
-        except StoreError:
-            raise
-        except OSError as e:
-            raise translate(e, p) from None
-
-    def write_bytes(self, path: str, data: bytes, *, exclusive: bool = False) -> None:
-        p = local_path(path)
-        try:
-            with self._create(p, "xb" if exclusive else "wb") as f:
-                f.write(data)
-        except StoreError:
-            raise
-        except FileExistsError:
-            raise PathExistsError(f"file exists: {p}", p) from None
-        except OSError as e:
-            raise translate(e, p) from None
-
-    def _create(self, p: str, mode: Literal["wb", "xb"]) -> BinaryIO:
-        """``open(p, mode)`` for writing, parents created as needed; beneath the root, through
-        directories opened without following links, and not through a link at ``p`` either."""
-        parent, _, name = p.rpartition("/")
-        parts = None
-        if self.beneath is not None and parent and name:
-            parts = self.beneath.parts(parent)
-        if parts is None:
-            if os.path.dirname(p):
-                os.makedirs(os.path.dirname(p), exist_ok=True)
-            return open(p, mode)
-        assert self.beneath is not None
-        root = self.beneath.root
-        pfd = self.beneath.open_dir(parts, create=True)
-
-        def opener(file: str, flags: int) -> int:
-            try:
-                return os.open(file, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666, dir_fd=pfd)
-            except OSError as e:
-                if e.errno == errno.ELOOP:
-                    raise UnsafePathError(
-                        f"a symbolic link beneath the destination {root} is "
-                        f"refused (set {FOLLOW_KEY}=true to follow links): {p}", p) from None
-                raise
-
-        try:
-            return open(name, mode, opener=opener)
-        finally:
-            os.close(pfd)

@@ -26,7 +26,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
 from committer.errors import PathExistsError, PathNotFoundError, StoreError, UnsafePathError
-from committer.store.os_errors import translate
+from committer.store.local.os_errors import translate
 
 FOLLOW_KEY = "mapreduce.manifest.committer.destination.follow.symlinks"
 

@@ -1,10 +1,10 @@
 """What the Azure backend says and hears on the wire: endpoints, error answers, listings.
 
-Kept apart from ``azure.py`` (what a store operation means) so that each reads top to bottom:
-here the REST API version, the account's endpoints and their encoded paths, the engine's error
-family for an error answer (and whether the service refused the request without doing it:
-throttling), the pieces of answers the store reads (an MD5, a date, a listing's items), and
-the sub-requests and answers of a Blob Batch of deletes.
+Kept apart from the store's modules (what a store operation means) so that each reads top to
+bottom: here the REST API version, the account's endpoints and their encoded paths, the
+engine's error family for an error answer (and whether the service refused the request without
+doing it: throttling), the pieces of answers the store reads (an MD5, a date, a listing's
+items), and the sub-requests and answers of a Blob Batch of deletes.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ from email.utils import parsedate_to_datetime
 from urllib.parse import unquote, urlsplit
 
 from committer.errors import PathExistsError, PathNotFoundError, StoreError, TransientStoreError
+from committer.store.azure.auth import AzureAuth, http_date
 from committer.store.credentials import scrub
-from committer.store.http.azure_auth import AzureAuth, http_date
-from committer.store.http.connection import ConnectionPool, Origin, Response
+from committer.store.http.connection import ConnectionPool
+from committer.store.http.messages import Origin, Response
 from committer.store.http.multipart import parse_batch_response
 from committer.store.http.quoting import quote_name, quote_path
 

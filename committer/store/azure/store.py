@@ -1,0 +1,315 @@
+"""Azure Storage (``abfs://``, ``abfss://``, ``az://``): Blob and Data Lake REST on the lean path.
+
+adlfs supplies the account connection (connection string, key, SAS, service principal or the
+default credential chain): the backend builds adlfs's filesystem from the storage options and
+takes its endpoint and credential (``auth.py``). The requests themselves are sent by this
+backend (``account.py``) on the lean client (``http/``): one request per operation, no client
+object per operation, signed or authorised from what was computed once, on pooled connections,
+with the store's adaptive concurrency limit (``http/limiter.py``). Each failure is classified
+exactly once and retried by the managed store.
+
+Renames, by account type:
+- **hierarchical namespace (ADLS Gen2)**: the Data Lake rename (``datalake.py``): atomic,
+  O(1), keeps the etag, never replaces;
+- **flat Blob storage (and Azurite)**: a server-side copy then a delete of the source
+  (``blob.py``): not atomic, a half-done one completed by a repeated commit or a rollback; the
+  sources' deletes of a batch go out as Blob Batch requests.
+
+Exclusive create is ``Put Blob`` with ``If-None-Match: *`` (409 ``BlobAlreadyExists`` when the
+blob exists), decided by the service. Directories on flat storage are virtual; ``mkdirs``
+writes the zero-byte ``hdi_isfolder`` marker blob that ABFS and adlfs also recognise, so an
+empty directory can be listed.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from committer.errors import PathExistsError, PathNotFoundError, StoreError, TransientStoreError
+from committer.store import register_backend
+from committer.store._aio import flag_option, map_bounded
+from committer.store.azure.account import _FOLDER_META, DEFAULT_CONCURRENCY
+from committer.store.azure.blob import FlatBlobRenames
+from committer.store.azure.datalake import DataLakeRenames
+from committer.store.azure.wire import azure_error, blobs, name_of
+from committer.store.base import FileStatus, Store
+from committer.store.credentials import CONCURRENCY_OPTION, register_options, scrub
+from committer.store.http.messages import Response
+
+__all__ = ["AzureStore", "open_azure"]
+
+_LIST_PAGE = 5000
+
+
+class AzureStore(DataLakeRenames, FlatBlobRenames):
+    """One Azure storage account: its Blob endpoint and, with a namespace, its Data Lake one."""
+
+    supports_etags = True
+    writes_whole = True  # one Put Blob request
+
+    # -- reading -------------------------------------------------------------------------------
+
+    async def _list_page(self, container: str, prefix: str, delimiter: bool, marker: str,
+                         op: str, page_size: int = _LIST_PAGE) -> ET.Element:
+        query = [("restype", "container"), ("comp", "list"), ("include", "metadata"),
+                 ("maxresults", str(page_size))]
+        if prefix:
+            query.append(("prefix", prefix))
+        if delimiter:
+            query.append(("delimiter", "/"))
+        if marker:
+            query.append(("marker", marker))
+        response = await self._send(op, "GET", container, query=query)
+        if response.status != 200:
+            raise azure_error(response, self._url(container, prefix.rstrip("/")))
+        try:
+            return ET.fromstring(response.body)
+        except ET.ParseError as e:
+            raise StoreError(f"unreadable listing of {self._url(container, prefix)}: {e}",
+                             self._url(container, prefix)) from None
+
+    async def _list_all(self, container: str, prefix: str, delimiter: bool,
+                        op: str) -> Iterator[ET.Element]:
+        """Every page of a listing, fetched in order."""
+        pages: list[ET.Element] = []
+        marker = ""
+        while True:  # pages until the service gives no next marker
+            page = await self._list_page(container, prefix, delimiter, marker, op)
+            pages.append(page)
+            marker = page.findtext("NextMarker") or ""
+            if not marker:
+                return iter(pages)
+
+    async def _stat(self, path: str) -> FileStatus:
+        container, key = self._split(path)
+        if not key:
+            response = await self._send("stat", "GET", container, query=(("restype",
+                                                                         "container"),))
+            if response.status != 200:
+                raise azure_error(response, path)
+            return FileStatus(self._url(container, ""), 0, True)
+        found = await self._properties(container, key)
+        if found is not None:
+            return self._from_headers(container, key, found)
+        # No blob: a directory exists if anything is stored below it.
+        page = await self._list_page(container, key + "/", False, "", "stat", page_size=1)
+        if blobs(page):
+            return FileStatus(self._url(container, key), 0, True)
+        raise PathNotFoundError(f"not found: {path}", path)
+
+    async def _list(self, path: str) -> list[FileStatus]:
+        container, key = self._split(path)
+        prefix = key + "/" if key else ""
+        out: dict[str, FileStatus] = {}
+        for page in await self._list_all(container, prefix, True, "list_dir"):
+            for item in blobs(page):
+                name = name_of(item).rstrip("/")
+                if not name or name == key:
+                    continue
+                st = (FileStatus(self._url(container, name), 0, True) if item.tag == "BlobPrefix"
+                      else self._from_listing(container, item))
+                # a marker blob and the prefix of its children name the same directory
+                if st.path not in out or st.is_dir:
+                    out[st.path] = st
+        if not out:
+            st = await self._stat(path)  # raises PathNotFoundError when nothing is there
+            if not st.is_dir:
+                raise StoreError(f"not a directory: {path}", path)
+        return list(out.values())
+
+    async def _walk(self, root: str) -> list[FileStatus]:
+        container, key = self._split(root)
+        out: list[FileStatus] = []
+        for page in await self._list_all(container, key + "/" if key else "", False,
+                                         "list_dir"):
+            for item in blobs(page):
+                st = self._from_listing(container, item)
+                if not st.is_dir:
+                    out.append(st)
+        return out
+
+    def walk_files(self, root: str) -> Iterator[FileStatus]:
+        # A hierarchical namespace has real directories: walk them as a tree. Flat Blob
+        # storage takes the one paged listing of the base class.
+        if self.hierarchical:
+            yield from Store.walk_files(self, root)
+            return
+        yield from super().walk_files(root)
+
+    async def _read(self, path: str, limit: int | None) -> bytes:
+        container, key = self._split(path)
+        response = await self._send("read_bytes", "GET", container, key, max_body=limit)
+        if response.status != 200:
+            raise azure_error(response, path)
+        return response.body
+
+    # -- writing -------------------------------------------------------------------------------
+
+    async def _ensure_container(self, container: str) -> None:
+        if container in self._containers_known:
+            return
+        response = await self._send("mkdirs", "PUT", container,
+                                    query=(("restype", "container"),))
+        if response.status not in (201, 409):  # 409: it exists, which is what we wanted
+            raise azure_error(response, self._url(container, ""))
+        self._containers_known.add(container)
+
+    async def _put(self, container: str, key: str, data: bytes, exclusive: bool, op: str,
+                   metadata: Mapping[str, str] | None = None, hedge: bool = False) -> Response:
+        headers = {"x-ms-blob-type": "BlockBlob", "content-type": "application/octet-stream"}
+        if exclusive:
+            headers["if-none-match"] = "*"  # the service decides, atomically
+        for name, value in (metadata or {}).items():
+            headers[f"x-ms-meta-{name}"] = value
+        response = await self._send(op, "PUT", container, key, headers=headers, body=data,
+                                    hedge=hedge)
+        if response.status == 404 and response.header("x-ms-error-code") == "ContainerNotFound":
+            await self._ensure_container(container)
+            response = await self._send(op, "PUT", container, key, headers=headers, body=data,
+                                        hedge=hedge)
+        return response
+
+    async def _write(self, path: str, data: bytes, exclusive: bool) -> None:
+        container, key = self._split(path)
+        response = await self._put(container, key, data, exclusive, "write_bytes")
+        if response.status not in (200, 201):
+            error = azure_error(response, path)
+            if isinstance(error, PathExistsError):
+                raise PathExistsError(f"file exists: {path}", path)
+            raise error
+
+    async def _mkdirs(self, path: str) -> None:
+        container, key = self._split(path)
+        await self._ensure_container(container)
+        if not key:
+            return
+        try:
+            st = await self._stat(path)
+        except PathNotFoundError:
+            st = None
+        if st is not None:
+            if not st.is_dir:
+                raise PathExistsError(f"a file exists where a directory must be: {path}", path)
+            return
+        if await self._namespace():
+            # creating a directory that exists succeeds: a copy of the request is harmless
+            response = await self._send("mkdirs", "PUT", container, key,
+                                        query=(("resource", "directory"),), dfs=True,
+                                        hedge=True)
+            if response.status not in (200, 201):
+                raise azure_error(response, path, "create directory")
+            return
+        response = await self._put(container, key, b"", True, "mkdirs", {_FOLDER_META: "true"},
+                                   hedge=True)  # a copy that finds it made answers 409
+        # 409: a concurrent creator made it; fine if it made a directory
+        if response.status not in (200, 201, 409):
+            raise azure_error(response, path, "create directory")
+
+    async def _rename(self, pair: tuple[str, str], replace: bool = False) -> None:
+        src, dst = pair
+        if not self._split(src)[1] or not self._split(dst)[1]:
+            raise StoreError(f"cannot rename a container: {src} -> {dst}", src)
+        if await self._namespace():
+            await self._datalake_rename(src, dst, replace, "rename_file")
+            return
+        source = await self._copy(src, dst, replace)
+        if source is not None:
+            # not found: an earlier attempt deleted it after the copy: the rename is complete
+            await self._delete_key(*source, "delete_file")
+        self._lose("rename_file", dst)
+
+    async def _rename_batch(self, pairs: Sequence[tuple[str, str]]) -> list[BaseException | None]:
+        if await self._namespace():
+            async def rename(pair: tuple[str, str]) -> None:
+                await self._datalake_rename(pair[0], pair[1], False, "rename_file")
+
+            return await map_bounded(rename, pairs, self._batch_workers)
+        # Flat: every copy first, then the copied sources' deletes in Blob Batch requests.
+        sources: list[tuple[str, str] | None] = [None] * len(pairs)
+
+        async def copy(i: int) -> None:
+            sources[i] = await self._copy(pairs[i][0], pairs[i][1], False)
+
+        results = await map_bounded(copy, range(len(pairs)), self._batch_workers)
+        to_delete = [i for i, r in enumerate(results) if r is None and sources[i] is not None]
+        doomed = [s for i in to_delete if (s := sources[i]) is not None]
+        deleted = await self._delete_sources(doomed, self._delete_many)
+        for i, error in zip(to_delete, deleted, strict=True):
+            results[i] = error
+        for i, r in enumerate(results):
+            if r is None:
+                try:
+                    self._lose("rename_file", pairs[i][1])
+                except TransientStoreError as e:
+                    results[i] = e
+        return results
+
+    # -- deleting ------------------------------------------------------------------------------
+
+    async def _delete_file(self, path: str) -> bool:
+        container, key = self._split(path)
+        return await self._delete_key(container, key, "delete_file")
+
+    async def _delete_tree(self, path: str) -> bool:
+        container, key = self._split(path)
+        if not key:
+            raise StoreError(f"refusing to delete a whole container: {path}", path)
+        if await self._namespace():
+            response = await self._send("delete_tree", "DELETE", container, key,
+                                        query=(("recursive", "true"),), dfs=True)
+            if response.status == 404:
+                return False
+            if response.status not in (200, 202):
+                raise azure_error(response, path, "delete")
+            return True
+        names = [(container, key)]  # the marker of the directory itself, if any
+        for page in await self._list_all(container, key + "/", False, "list_dir"):
+            for item in blobs(page):
+                names.append((container, name_of(item)))
+        listed = len(names) > 1
+        # one marker alone needs a plain delete to tell whether it was there
+        if not listed:
+            return await self._delete_key(container, key, "delete_tree")
+        for error in await self._delete_many(names):
+            if error is not None:
+                raise error
+        return True
+
+    def fanout_options(self) -> Mapping[str, Any] | None:
+        """A worker opens the same account, told what this store found out about it."""
+        return {"committer_hierarchical": str(self.hierarchical).lower(),
+                CONCURRENCY_OPTION: self.concurrency,
+                **({"committer_dfs_endpoint": self._dfs_url} if self._dfs_url else {})}
+
+
+def open_azure(location: str, options: Mapping[str, Any]) -> AzureStore:
+    """Backend factory for ``abfs``/``abfss``/``az`` locations (see ``register_backend``)."""
+    from adlfs import AzureBlobFileSystem
+
+    from committer.errors import ConfigError
+    from manifest_schema.uris import split_scheme
+
+    opts = dict(options)
+    register_options(opts)
+    concurrency = int(opts.pop(CONCURRENCY_OPTION, DEFAULT_CONCURRENCY))
+    hierarchical = flag_option(opts.pop("committer_hierarchical", None), "committer_hierarchical")
+    dfs_url = opts.pop("committer_dfs_endpoint", None)
+    netloc = urlsplit(location).netloc
+    if "@" in netloc and "account_name" not in opts and "connection_string" not in opts:
+        opts["account_name"] = netloc.split("@", 1)[1].split(".", 1)[0]
+    # The committer must see every change at once: no listing cache.
+    opts.setdefault("use_listings_cache", False)
+    try:
+        fs = AzureBlobFileSystem(**opts)
+    except Exception as e:
+        raise ConfigError(f"cannot connect to Azure storage: {scrub(str(e))}") from None
+    scheme, _ = split_scheme(location)
+    return AzureStore(fs, scheme or "abfs", concurrency=concurrency,
+                      hierarchical=hierarchical, dfs_url=str(dfs_url) if dfs_url else None)
+
+
+for _scheme in ("abfs", "abfss", "az"):
+    register_backend(_scheme, open_azure)

@@ -1,0 +1,251 @@
+"""Renames and deletes through the JSON API's batch endpoint.
+
+In a batch of renames the rewrites, then the sources' deletes, go out through the batch
+endpoint, up to 100 to a request (each still counts against the bucket's rate; Apache Beam's GCS
+client batches rewrites so too): the client sends, waits for and parses one request per hundred
+files. A part's answer is settled as the single request's would be (``renames.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from committer.errors import StoreError, TransientStoreError
+from committer.store._aio import map_bounded
+from committer.store.gcs.renames import GcsRenames
+from committer.store.gcs.wire import (
+    _THROTTLE_STATUS,
+    GcsHttpError,
+    _error_message,
+    _retry_after,
+    classify_gcs,
+)
+from committer.store.http.messages import Response
+from committer.store.http.multipart import batch_body, new_boundary, parse_batch_response
+
+#: calls in one request to the batch endpoint (the service's limit)
+BATCH_LIMIT = 100
+
+
+class GcsBatches(GcsRenames):
+    """A chunk's renames and deletes, a hundred calls to a request of the batch endpoint."""
+
+    async def _rewrite_batched(self, pairs: Sequence[tuple[str, str]], indexes: Sequence[int],
+                               known_absent: frozenset[str],
+                               sources: list[tuple[str, str] | None]
+                               ) -> list[BaseException | None]:
+        """The rewrites of ``pairs[i]`` for ``i`` in ``indexes``, ``BATCH_LIMIT`` to a
+        request of the batch endpoint (each call still counts against the bucket's rate, but
+        the client sends, waits for and reads one request per hundred files). As
+        :meth:`_rewrite` but for the move: ``sources[i]`` is set to the source to delete; one
+        result per index, in order. A pair the destination check must read first (an endpoint
+        that ignores the precondition) or that names a bucket goes alone through
+        :meth:`_rewrite`."""
+        results: dict[int, BaseException | None] = {}
+        alone: list[int] = []
+        batched: list[tuple[int, str, str, str, str]] = []
+        for i in indexes:
+            src, dst = pairs[i]
+            try:
+                (sb, sk), (db, dk) = self._split(src), self._split(dst)
+            except StoreError as e:
+                results[i] = e
+                continue
+            if sk and dk and (self.trust_preconditions or dst in known_absent):
+                batched.append((i, sb, sk, db, dk))
+            else:
+                alone.append(i)
+        # answers that need more: a rewrite to go on with (its answer and URL), or an error
+        # answer, settled as a single rewrite's would be
+        later: list[tuple[int, dict[str, Any] | GcsHttpError, str]] = []
+
+        async def one_batch(group: Sequence[tuple[int, str, str, str, str]]) -> None:
+            host = self._origin.host_header
+            calls = [(f"POST {self._rewrite_url(sb, sk, db, dk)}?ifGenerationMatch=0 HTTP/1.1"
+                      f"\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                      "Content-Length: 0\r\n\r\n").encode() for _, sb, sk, db, dk in group]
+            try:
+                # not idempotent: a batch sent twice would find its own destinations (412)
+                answers = await self._batch_call(
+                    "copy", calls, [pairs[i][1] for i, *_ in group], idempotent=False)
+            except Exception as e:  # every call's outcome is that of the whole request
+                for i, *_ in group:
+                    results[i] = e
+                return
+            for (i, sb, sk, db, dk), answer in zip(group, answers, strict=True):
+                if isinstance(answer, BaseException):
+                    results[i] = answer
+                elif answer.status == 200:
+                    if self.faults is not None and self.faults.after("copy"):
+                        results[i] = GcsHttpError(self.faults.status, "injected: answer lost "
+                                                  "after the request", lost=True)
+                        continue
+                    try:
+                        out = orjson.loads(answer.body) if answer.body else {}
+                    except orjson.JSONDecodeError:
+                        out = None
+                    if not isinstance(out, dict):
+                        results[i] = StoreError(f"unreadable rewrite answer for {pairs[i][0]} "
+                                                f"-> {pairs[i][1]}", pairs[i][1])
+                        continue
+                    if not out.get("done", True):
+                        later.append((i, out, self._rewrite_url(sb, sk, db, dk)))
+                        continue
+                    sources[i] = (sb, sk)
+                    results[i] = None
+                else:
+                    later.append((i, GcsHttpError(answer.status, _error_message(answer.body),
+                                                  retry_after=_retry_after(answer)), ""))
+
+        groups = [batched[k:k + BATCH_LIMIT] for k in range(0, len(batched), BATCH_LIMIT)]
+        await map_bounded(one_batch, groups, self.concurrency)
+
+        async def follow_up(item: tuple[int, dict[str, Any] | GcsHttpError, str]) -> None:
+            i, out, url = item
+            if isinstance(out, GcsHttpError):
+                await self._rewrite_refused(out, pairs[i], False)
+                return
+            src, dst = pairs[i]
+            await self._rewrite_rounds(url, {"ifGenerationMatch": "0"}, out, src, dst)
+            sources[i] = self._split(src)
+
+        async def rewrite(i: int) -> None:
+            sources[i] = await self._rewrite(pairs[i], False, known_absent)
+
+        for (i, *_), error in zip(later, await map_bounded(follow_up, later,
+                                                          self._batch_workers), strict=True):
+            results[i] = error
+        for i, error in zip(alone, await map_bounded(rewrite, alone, self._batch_workers),
+                            strict=True):
+            results[i] = error
+        return [results[i] for i in indexes]
+
+    async def _rename_batch(self, pairs: Sequence[tuple[str, str]]) -> list[BaseException | None]:
+        sources: list[tuple[str, str] | None] = [None] * len(pairs)
+        absent: frozenset[str] = frozenset()
+        if not self.trust_preconditions:
+            absent = await self._absent_destinations(pairs)
+
+        async def rewrite(i: int) -> None:
+            sources[i] = await self._rewrite(pairs[i], False, absent)
+
+        indexes = range(len(pairs))
+        first: list[BaseException | None] = []
+        if self._move_supported is None and pairs:
+            # Learn whether the move API exists with one rename before starting hundreds:
+            # on a store that refuses it every request in flight would be refused once.
+            if self._probe_lock is None:
+                self._probe_lock = asyncio.Lock()
+            async with self._probe_lock:
+                if self._move_supported is None:
+                    first = await map_bounded(rewrite, indexes[:1], 1)
+        rest = indexes[len(first):]
+        if self._move_supported is False:  # rewrites: through the batch endpoint
+            results = first + await self._rewrite_batched(pairs, rest, absent, sources)
+        else:
+            results = first + await map_bounded(rewrite, rest, self._batch_workers)
+        # then the rewritten sources' deletes, through the batch endpoint
+        to_delete = [i for i, r in enumerate(results) if r is None and sources[i] is not None]
+        doomed = [s for i in to_delete if (s := sources[i]) is not None]
+        deleted = await self._delete_sources(doomed, self._delete_many)
+        for i, error in zip(to_delete, deleted, strict=True):
+            results[i] = error
+        for i, r in enumerate(results):
+            if r is None:
+                try:
+                    self._lose("rename_file")
+                except GcsHttpError as e:
+                    results[i] = e
+        return [None if r is None else classify_gcs(r, f"{p[0]} -> {p[1]}")
+                for p, r in zip(pairs, results, strict=True)]
+
+    # -- deleting ------------------------------------------------------------------------------
+
+    async def _delete_many(self, objects: Sequence[tuple[str, str]]
+                           ) -> list[BaseException | None]:
+        """Delete objects (a missing one is fine), ``BATCH_LIMIT`` to a request of the batch
+        endpoint; one result per object. A single object goes as a plain DELETE."""
+        results: list[BaseException | None] = [None] * len(objects)
+        if len(objects) == 1:
+            try:
+                await self._delete_object(*objects[0])
+            except (GcsHttpError, StoreError) as e:
+                results[0] = e
+            return results
+        groups = [list(range(i, min(i + BATCH_LIMIT, len(objects))))
+                  for i in range(0, len(objects), BATCH_LIMIT)]
+
+        async def one_batch(group: list[int]) -> None:
+            try:
+                answers = await self._batch_delete([objects[i] for i in group])
+            except (GcsHttpError, StoreError) as e:
+                for i in group:
+                    results[i] = e
+                return
+            for i, error in zip(group, answers, strict=True):
+                results[i] = error
+
+        await map_bounded(one_batch, groups, self.concurrency)
+        return results
+
+    async def _batch_delete(self, objects: Sequence[tuple[str, str]]
+                            ) -> list[BaseException | None]:
+        """One request to the batch endpoint deleting ``objects``; a result per object."""
+        host = self._origin.host_header
+        calls = [f"DELETE {self._api}/{self._obj(b, k)} HTTP/1.1\r\nHost: {host}\r\n\r\n"
+                 .encode() for b, k in objects]
+        # deletes only: sending the batch twice deletes nothing more
+        answers = await self._batch_call("delete_file", calls,
+                                         [self._url(*o) for o in objects], idempotent=True)
+        out: list[BaseException | None] = []
+        for answer in answers:
+            if isinstance(answer, BaseException):
+                out.append(answer)
+            elif 200 <= answer.status < 300 or answer.status == 404:  # 404: already gone
+                out.append(None)
+            else:
+                out.append(GcsHttpError(answer.status, _error_message(answer.body),
+                                        retry_after=_retry_after(answer)))
+        return out
+
+    async def _batch_call(self, op: str, calls: Sequence[bytes], names: Sequence[str], *,
+                          idempotent: bool) -> list[Response | BaseException]:
+        """One request to the batch endpoint carrying ``calls`` (each a whole HTTP request;
+        ``names``: the object each is about, for errors); in order, each call's answer
+        (whatever its status), or a ``TransientStoreError`` where the batch's answer holds
+        none for it (its outcome unknown). A failure of the whole request raises."""
+        if self.faults is not None and self.faults.before(op):
+            raise GcsHttpError(self.faults.status, "injected: backend busy")
+        boundary = new_boundary("batch_")
+        body = batch_body(boundary, calls, angle_ids=True, binary=False)
+        epoch = self._limit.epoch
+        response = await self._send(
+            "POST", self._batch, None, body,
+            {"Content-Type": f"multipart/mixed; boundary={boundary}"}, None, op,
+            idempotent=idempotent)
+        if response.status >= 300:
+            raise GcsHttpError(response.status, _error_message(response.body),
+                               retry_after=_retry_after(response))
+        try:
+            parts = parse_batch_response(response.header("content-type"), response.body)
+        except ValueError as e:
+            raise StoreError(f"unreadable batch answer: {e}") from None
+        out: list[Response | BaseException] = [
+            TransientStoreError(f"no answer in the batch for {name}", name) for name in names]
+        throttled = 0
+        for part in parts:
+            try:
+                i = int(part.content_id)
+            except ValueError:
+                continue
+            if 0 <= i < len(calls):
+                out[i] = part.response
+                throttled += part.status in _THROTTLE_STATUS
+        if throttled:  # throttled calls steer the limit as their share of a request
+            self._limit.throttled_answer(epoch, throttled, len(calls))
+        return out
+

@@ -1,0 +1,243 @@
+"""Google Cloud Storage (``gs://``): the JSON API on the lean path, with gcsfs's credentials.
+
+gcsfs supplies authentication (service-account key file, application default credentials,
+``anon`` for emulators); this backend sends the JSON API requests itself on the lean client
+(``http/``), one attempt each, on pooled connections under the store's adaptive concurrency
+limit, so that throttling is retried and counted once, by the managed store (gcsfs's
+``_request`` would retry 5xx six times with sleeps of up to 32 s, invisibly). The token is kept
+until shortly before it expires (``auth.py``). The requests: ``api.py``; what their answers
+mean: ``wire.py``. Renames (``renames.py``): the objects move API where the store has it, else
+a rewrite then a delete, not atomic; a chunk's rewrites and deletes go through the batch
+endpoint (``batch.py``).
+
+It constructs ``gcsfs.core.GCSFileSystem`` directly: gcsfs 2026.10's default "extended"
+filesystem probes each bucket over gRPC with TLS, which against a plain-http endpoint retries
+for a minute per operation.
+
+Exclusive create is a multipart upload with ``ifGenerationMatch=0`` (412 when the object
+exists). fake-gcs-server honours that precondition only on multipart uploads and ignores it on
+``rewriteTo`` and ``DELETE``; when the endpoint is not Google's (``trust_preconditions`` False)
+a rename checks the destination first. That check is racy; it exists only so that the
+emulator behaves like the service for tests, and is documented in ``docs/stores.md``.
+"""
+
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from committer.errors import ConfigError, PathExistsError, PathNotFoundError, StoreError
+from committer.store import register_backend
+from committer.store._aio import flag_option
+from committer.store.base import FileStatus
+from committer.store.credentials import CONCURRENCY_OPTION, register_options, scrub
+from committer.store.gcs.api import DEFAULT_CONCURRENCY
+from committer.store.gcs.batch import GcsBatches
+from committer.store.gcs.wire import GcsHttpError, classify_gcs
+from committer.store.http.quoting import quote_name
+
+__all__ = ["GcsStore", "open_gcs"]
+
+_BOUNDARY = "committer-multipart-boundary-7c1f"
+
+
+class GcsStore(GcsBatches):
+    """Objects in Google Cloud Storage buckets."""
+
+    name = "gs"
+    supports_etags = True
+    flat_walk = True
+    writes_whole = True  # one upload request
+    # A rewrite changes the generation and (on the service) the etag: see the module doc.
+    rename_keeps_etag = False
+
+    # -- reading -------------------------------------------------------------------------------
+
+    async def _stat(self, path: str) -> FileStatus:
+        bucket, key = self._split(path)
+        if not key:
+            await self._json("stat", "GET", f"{self._api}/b/{quote_name(bucket)}")
+            return FileStatus(self._url(bucket, ""), 0, True)
+        obj = await self._get_object(bucket, key)
+        if obj is not None:
+            return self._status(bucket, obj)
+        page = await self._json("stat", "GET", f"{self._api}/b/{quote_name(bucket)}/o",
+                                params={"prefix": key + "/", "maxResults": "1"})
+        if page.get("items") or page.get("prefixes"):
+            return FileStatus(self._url(bucket, key), 0, True)
+        raise PathNotFoundError(f"not found: {path}", path)
+
+    async def _list_objects(self, bucket: str, prefix: str, delimiter: bool,
+                            op: str = "list_dir") -> tuple[list[dict[str, Any]], list[str]]:
+        items: list[dict[str, Any]] = []
+        prefixes: list[str] = []
+        params: dict[str, str] = {"prefix": prefix}
+        if delimiter:
+            params["delimiter"] = "/"
+        while True:  # pages until the store gives no next token
+            page = await self._json(op, "GET", f"{self._api}/b/{quote_name(bucket)}/o",
+                                    params=params)
+            items.extend(page.get("items", []))
+            prefixes.extend(page.get("prefixes", []))
+            token = page.get("nextPageToken")
+            if not token:
+                return items, prefixes
+            params["pageToken"] = token
+
+    async def _list(self, path: str) -> list[FileStatus]:
+        bucket, key = self._split(path)
+        prefix = key + "/" if key else ""
+        items, prefixes = await self._list_objects(bucket, prefix, True)
+        out: dict[str, FileStatus] = {}
+        for p in prefixes:
+            st = FileStatus(self._url(bucket, p.rstrip("/")), 0, True)
+            out[st.path] = st
+        for obj in items:
+            if obj["name"] == prefix:
+                continue  # the directory's own marker
+            st = self._status(bucket, obj)
+            out.setdefault(st.path, st)
+        if not out:
+            st = await self._stat(path)
+            if not st.is_dir:
+                raise StoreError(f"not a directory: {path}", path)
+        return list(out.values())
+
+    async def _walk(self, root: str) -> list[FileStatus]:
+        bucket, key = self._split(root)
+        items, _ = await self._list_objects(bucket, key + "/" if key else "", False)
+        return [st for st in (self._status(bucket, o) for o in items) if not st.is_dir]
+
+    async def _read(self, path: str, limit: int | None) -> bytes:
+        bucket, key = self._split(path)
+        _, content = await self._request(
+            "read_bytes", "GET", f"{self._api}/{self._obj(bucket, key)}",
+            params={"alt": "media"}, limit=limit)
+        if limit is not None and len(content) > limit:
+            raise StoreError(f"file is larger than the limit of {limit} bytes: {path}", path)
+        return content
+
+    # -- writing -------------------------------------------------------------------------------
+
+    async def _ensure_bucket(self, bucket: str) -> None:
+        if bucket in self._buckets_known:
+            return
+        try:
+            await self._json("mkdirs", "POST", f"{self._api}/b",
+                             params={"project": str(self.fs.project or "")},
+                             body=json.dumps({"name": bucket}).encode(),
+                             headers={"Content-Type": "application/json"})
+        except GcsHttpError as e:
+            if e.status != 409:  # 409: it exists
+                raise
+        self._buckets_known.add(bucket)
+
+    async def _upload_object(self, bucket: str, key: str, data: bytes, exclusive: bool,
+                             op: str = "write_bytes", hedge: bool = False) -> None:
+        # Multipart, not a simple media upload: it is the upload kind on which fake-gcs-server
+        # enforces ifGenerationMatch=0 too, so exclusive create means the same on both.
+        meta = json.dumps({"name": key}).encode()
+        body = b"".join([
+            f"--{_BOUNDARY}\r\nContent-Type: application/json; charset=UTF-8\r\n\r\n".encode(),
+            meta,
+            f"\r\n--{_BOUNDARY}\r\nContent-Type: application/octet-stream\r\n\r\n".encode(),
+            data,
+            f"\r\n--{_BOUNDARY}--\r\n".encode(),
+        ])
+        params = {"uploadType": "multipart"}
+        if exclusive:
+            params["ifGenerationMatch"] = "0"
+        url = f"{self._upload}/b/{quote_name(bucket)}/o"
+        headers = {"Content-Type": f"multipart/related; boundary={_BOUNDARY}"}
+        try:
+            await self._request(op, "POST", url, params=params, body=body, headers=headers,
+                                hedge=hedge)
+        except GcsHttpError as e:
+            if e.status != 404:
+                raise
+            await self._ensure_bucket(bucket)  # 404 on upload: the bucket is missing
+            await self._request(op, "POST", url, params=params, body=body, headers=headers)
+
+    async def _write(self, path: str, data: bytes, exclusive: bool) -> None:
+        bucket, key = self._split(path)
+        try:
+            await self._upload_object(bucket, key, data, exclusive)
+        except GcsHttpError as e:
+            if e.status == 412:
+                raise PathExistsError(f"file exists: {path}", path) from None
+            raise
+
+    async def _mkdirs(self, path: str) -> None:
+        bucket, key = self._split(path)
+        await self._ensure_bucket(bucket)
+        if not key:
+            return
+        if await self._get_object(bucket, key) is not None:
+            raise PathExistsError(f"a file exists where a directory must be: {path}", path)
+        try:
+            # the "dir/" placeholder object of Hadoop's GCS connector: an empty directory
+            # can then be listed
+            # (a copy that finds it made answers 412, as a concurrent creator would: hedged)
+            await self._upload_object(bucket, key + "/", b"", True, "mkdirs", hedge=True)
+        except GcsHttpError as e:
+            if e.status != 412:  # 412: a concurrent creator made it
+                raise
+
+    async def _delete_file(self, path: str) -> bool:
+        bucket, key = self._split(path)
+        return await self._delete_object(bucket, key)
+
+    async def _delete_tree(self, path: str) -> bool:
+        bucket, key = self._split(path)
+        if not key:
+            raise StoreError(f"refusing to delete a whole bucket: {path}", path)
+        items, _ = await self._list_objects(bucket, key + "/", False, "delete_tree")
+        if not items:  # a file of that name, if the "tree" is one file
+            return await self._delete_object(bucket, key)
+        names = [(bucket, str(o["name"])) for o in items]
+        names.append((bucket, key))
+        for r in await self._delete_many(names):
+            if r is not None:
+                raise classify_gcs(r, path)
+        return True
+
+    def fanout_options(self) -> Mapping[str, Any] | None:
+        """A worker opens the same endpoint with the same trust in its preconditions."""
+        return {"committer_trust_preconditions": str(self.trust_preconditions).lower(),
+                CONCURRENCY_OPTION: self.concurrency}
+
+
+def _is_google_endpoint(endpoint: str | None) -> bool:
+    if not endpoint:
+        return True
+    host = urlsplit(endpoint).hostname or ""
+    return host.endswith(".googleapis.com")
+
+
+def open_gcs(location: str, options: Mapping[str, Any]) -> GcsStore:
+    """Backend factory for ``gs`` locations (see ``register_backend``)."""
+    # Belt and braces against the extended filesystem's gRPC probe (see the module doc), for
+    # any code in this process that later builds a gcsfs filesystem through fsspec.
+    os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+    from gcsfs.core import GCSFileSystem
+
+    opts = dict(options)
+    register_options(opts)
+    concurrency = int(opts.pop(CONCURRENCY_OPTION, DEFAULT_CONCURRENCY))
+    trust = flag_option(opts.pop("committer_trust_preconditions", None),
+                        "committer_trust_preconditions")
+    if trust is None:
+        trust = _is_google_endpoint(opts.get("endpoint_url"))
+    try:
+        fs = GCSFileSystem(**opts)
+    except Exception as e:
+        raise ConfigError(f"cannot connect to Google Cloud Storage: {scrub(str(e))}") from None
+    return GcsStore(fs, concurrency=concurrency, trust_preconditions=bool(trust))
+
+
+register_backend("gs", open_gcs)
+register_backend("gcs", open_gcs)

@@ -1,0 +1,95 @@
+"""What the GCS JSON API's answers mean: its error answers in the engine's families, and the
+fields the store reads (checksums, times, ``Retry-After``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from committer.errors import PathExistsError, PathNotFoundError, StoreError, TransientStoreError
+from committer.store.credentials import scrub
+from committer.store.http.messages import BodyTooLarge, Response
+
+__all__ = ["GcsHttpError", "classify_gcs"]
+
+_TRANSIENT_STATUS = frozenset({408, 429, 500, 502, 503, 504})
+# statuses by which the service says it did not do the request: send it again as is
+_THROTTLE_STATUS = frozenset({429, 503})
+
+
+def _refused(response: Response) -> bool:
+    return response.status in _THROTTLE_STATUS
+
+
+class GcsHttpError(Exception):
+    """A non-success answer of the JSON API (or one injected through ``WireFaults``);
+    ``lost``: the request was carried out and its answer lost (injected)."""
+
+    def __init__(self, status: int, message: str, *, retry_after: float | None = None,
+                 lost: bool = False) -> None:
+        self.status = status
+        self.retry_after = retry_after
+        self.lost = lost
+        super().__init__(f"HTTP {status}: {message}")
+
+
+def classify_gcs(e: BaseException, path: str) -> StoreError:
+    if isinstance(e, StoreError):
+        return e
+    if isinstance(e, BodyTooLarge):
+        return StoreError(f"file is larger than the limit of {e.limit} bytes: {path}", path)
+    detail = scrub(f"{type(e).__name__}: {e}".splitlines()[0][:500])
+    status = getattr(e, "status", None)
+    if status == 404:
+        return PathNotFoundError(f"not found: {path} ({detail})", path)
+    if status in (409, 412):
+        return PathExistsError(f"already exists: {path} ({detail})", path)
+    if status in _TRANSIENT_STATUS:
+        throttled = status in _THROTTLE_STATUS and not getattr(e, "lost", False)
+        return TransientStoreError(f"transient failure on {path}: {detail}", path,
+                                   throttled=throttled,
+                                   retry_after=getattr(e, "retry_after", None))
+    if isinstance(e, TimeoutError | OSError | asyncio.TimeoutError):
+        return TransientStoreError(f"transient failure on {path}: {detail}", path)
+    return StoreError(f"failed on {path}: {detail}", path)
+
+
+def _retry_after(response: Response) -> float | None:
+    try:
+        value = float(response.header("retry-after"))
+    except ValueError:
+        return None
+    return value if value >= 0 and math.isfinite(value) else None
+
+
+def _checksum(obj: Mapping[str, Any]) -> str | None:
+    md5 = obj.get("md5Hash")
+    if md5:
+        return "md5:" + base64.b64decode(md5).hex()
+    crc = obj.get("crc32c")  # composite objects have no MD5
+    return f"crc32c:{crc}" if crc else None
+
+
+def _ts(text: Any) -> float | None:
+    if not text:
+        return None
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+def _error_message(content: bytes) -> str:
+    try:
+        err = json.loads(content).get("error", {})
+        return str(err.get("message", "")) if isinstance(err, dict) else str(err)
+    except (ValueError, AttributeError):
+        return content[:200].decode("utf-8", errors="replace")
+
+
