@@ -15,6 +15,11 @@ from committer.errors import ConfigError
 
 PREFIX = "mapreduce.manifest.committer."
 SPARK_HADOOP_PREFIX = "spark.hadoop."
+#: the static cap, in store operations a second, of a commit on a cloud store when none is set:
+#: half an Azure account's ~20,000/s, the value vendors' guides for Hadoop's committer set.
+#: Hadoop's ABFS takes 1,000 (``fs.azure.io.rate.limit``) for a client that cannot adapt;
+#: this one cuts its requests in flight on every 503 / 429 by itself (store/http/limiter.py).
+DEFAULT_CLOUD_RATE_LIMIT = 10_000
 
 
 @dataclass(frozen=True)
@@ -74,8 +79,10 @@ class CommitterConfig:
     manifest_save_attempts: int = 5
     # Write the _SUCCESS summary into the destination.
     mark_successful_jobs: bool = True
-    # Store operations per second across all stages; 0 means no limit.
-    io_rate_limit: int = 0
+    # Store operations per second across all stages (a static cap under the adaptive limit);
+    # 0 means no cap. None (not set): DEFAULT_CLOUD_RATE_LIMIT on a cloud store (Azure, GCS),
+    # no cap elsewhere (Store.account_rate_limited).
+    io_rate_limit: int | None = None
     # Retries of transient store failures (timeouts, resets, lost answers): how many after
     # the first call, and the backoff's scale and bound.
     retry_attempts: int = 6
@@ -127,7 +134,7 @@ class CommitterConfig:
         non_negative = ("io_rate_limit", "retry_initial_delay_ms", "retry_max_delay_ms",
                         "success_file_names", "store_processes")
         for name in non_negative:
-            if getattr(self, name) < 0:
+            if (getattr(self, name) or 0) < 0:
                 raise ConfigError(f"{name} must not be negative, got {getattr(self, name)}")
         if self.lock_mode not in LOCK_MODES or self.conflict_policy not in CONFLICT_POLICIES:
             raise ConfigError(f"lock_mode must be one of {LOCK_MODES} and conflict_policy one "

@@ -39,7 +39,14 @@ COMMITTER_DIRECTORY_MOVE_FALLBACKS = "committer_directory_move_fallbacks"
 # op_list_status per task attempt directory elsewhere
 COMMITTER_SOURCES_IDENTIFIED = "committer_sources_identified"
 RENAME_RECOVERED = "commit_file_rename_recovered"
+# Waits, as durations (count, and min / max / mean in ms; the mean's sum is the total, the
+# waiting threads' time added up): on the static rate cap (``io.rate.limit``), and backing off
+# after the service refused a call as throttled (its Retry-After, or the retry's backoff).
 STORE_IO_RATE_LIMITED = "store_io_rate_limited"
+STORE_IO_THROTTLE_BACKOFF = "store_io_throttle_backoff"
+# the renames' share of those two
+OP_RENAME_RATE_LIMITED = "op_rename_rate_limited"
+OP_RENAME_THROTTLE_BACKOFF = "op_rename_throttle_backoff"
 STORE_IO_RETRY = "store_io_retry"
 STORE_IO_THROTTLED = "store_io_throttled"
 # worker processes a commit started to spread its renames over more request loops (fanout.py)
@@ -49,6 +56,9 @@ STAGE_SETUP = "job_stage_setup"
 STAGE_LOAD_MANIFESTS = "job_stage_load_manifests"
 STAGE_CREATE_TARGET_DIRS = "job_stage_create_target_dirs"
 STAGE_RENAME_FILES = "job_stage_rename_files"
+# the wall time of the rename stage during which the static rate cap held some rename back
+# (one sample per commit, as the stage's own duration; 0 when the cap never bound)
+STAGE_RENAME_RATE_LIMITED = "job_stage_rename_files_rate_limited"
 STAGE_VALIDATE_OUTPUT = "job_stage_optional_validate_output"
 STAGE_SAVE_SUCCESS = "job_stage_save_success_marker"
 STAGE_CLEANUP = "job_stage_cleanup"
@@ -58,6 +68,14 @@ TASK_STAGE_SCAN = "task_stage_scan_directory"
 TASK_STAGE_SAVE_MANIFEST = "task_stage_save_manifest"
 TASK_STAGE_ABORT = "task_stage_abort_task"
 
+#: the waits a commit's summaries show (the CLI's, the demo's), with what each one is
+WAITS: tuple[tuple[str, str], ...] = (
+    (STAGE_RENAME_RATE_LIMITED, "rename stage held back by the static rate cap (wall)"),
+    (OP_RENAME_RATE_LIMITED, "renames waiting on the static rate cap"),
+    (OP_RENAME_THROTTLE_BACKOFF, "renames backing off after throttling"),
+    (STORE_IO_RATE_LIMITED, "all calls waiting on the static rate cap"),
+    (STORE_IO_THROTTLE_BACKOFF, "all calls backing off after throttling"),
+)
 
 @dataclass
 class _Duration:

@@ -47,6 +47,7 @@ def main(path: str) -> int:
     import committer.store.gcs  # noqa: F401
     from committer import JobCommitter
     from committer.config import CommitterConfig
+    from committer.statistics import WAITS
     from committer.store import open_store
     # the time the garbage collector took, by generation (it runs on whichever thread
     # allocates; reported, not changed)
@@ -72,8 +73,16 @@ def main(path: str) -> int:
     stage_log = logging.getLogger("committer.job.stages.context")
     stage_log.setLevel(logging.DEBUG)
     stage_log.addHandler(_Stages())
-    config = CommitterConfig(**params["config"])
     job = params["job"]
+    if params.get("spark_defaults"):
+        # as the Spark path builds it (committer/spark/engine.py) from a Hadoop configuration
+        # with nothing set; the storage options reach the simulator, as Hadoop keys would
+        from committer.store.credentials import config_for_location
+
+        config = config_for_location(CommitterConfig.from_hadoop_conf(
+            {}, storage_options=params["config"]["storage_options"]), {}, job["dest"])
+    else:
+        config = CommitterConfig(**params["config"])
     samples: list[tuple[float, int, int, float]] = []
     stop = threading.Event()
     cpu0, children0, t0 = _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN), \
@@ -119,6 +128,10 @@ def main(path: str) -> int:
         "hedges_won": hedger.won if hedger is not None else None,
         "processes_started": counters.get("store_processes_started", 0),
         "retries": counters.get("store_io_retry", 0),
+        "rate_limit": store.rate_limit,
+        "waits_ms": {name: summary.iostatistics.meanstatistics[f"{name}.mean"].sum
+                     for name, _ in WAITS
+                     if f"{name}.mean" in summary.iostatistics.meanstatistics},
         "stages_ms": {k[:-len(".mean")]: v.sum for k, v in
                       summary.iostatistics.meanstatistics.items()
                       if k.startswith("job_stage_") and k.endswith(".mean")},

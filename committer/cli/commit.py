@@ -41,6 +41,7 @@ from committer.errors import (
 )
 from committer.job import JobCommitter
 from committer.layout import JobLayout
+from committer.statistics import WAITS
 from committer.store import ManagedStore
 from manifest_schema import SuccessData
 
@@ -74,6 +75,12 @@ def _stage_ms(summary: SuccessData) -> dict[str, int]:
     return {name: means[f"{name}.mean"].sum for name in STAGES if f"{name}.mean" in means}
 
 
+def _waits_ms(summary: SuccessData) -> dict[str, int]:
+    """The waits on the static rate cap and on throttling back-off that the commit had."""
+    means = summary.iostatistics.meanstatistics
+    return {name: means[f"{name}.mean"].sum for name, _ in WAITS if f"{name}.mean" in means}
+
+
 def commit_document(layout: JobLayout, summary: SuccessData) -> dict[str, Any]:
     counters = summary.iostatistics.counters
     mean = summary.iostatistics.meanstatistics.get("committer_commit_job.mean")
@@ -88,6 +95,7 @@ def commit_document(layout: JobLayout, summary: SuccessData) -> dict[str, Any]:
         "directories": int(summary.diagnostics.get("directories", "0")),
         "duration_ms": mean.sum if mean is not None else None,
         "stages_ms": _stage_ms(summary),
+        "waits_ms": _waits_ms(summary),
         "summary": summary.to_json(),
     }
 
@@ -108,6 +116,12 @@ def _print_commit(doc: dict[str, Any]) -> None:
         console.print(render.table("Stages", ["stage", "time"],
                                    [[k.removeprefix("job_stage_"), human_duration(v / 1000)]
                                     for k, v in doc["stages_ms"].items()], right=["time"]))
+    if doc["waits_ms"]:
+        labels = dict(WAITS)
+        console.print(render.table("Waits (threads' waits add up; the stage's is wall time)",
+                                   ["wait", "time", "statistic"],
+                                   [[labels[k], human_duration(v / 1000), k]
+                                    for k, v in doc["waits_ms"].items()], right=["time"]))
 
 
 def _commit_arguments(p: argparse.ArgumentParser) -> None:

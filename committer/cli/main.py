@@ -28,7 +28,7 @@ from committer.cli import (
 from committer.cli.command import EXIT_OK, EXIT_USAGE, CliError, Command
 from committer.cli.paths import add_store_arguments
 from committer.errors import ManifestCommitterError
-from committer.store.credentials import scrub
+from committer.store.secrets import scrub
 
 PROG = "manifest-committer"
 

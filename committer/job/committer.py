@@ -50,10 +50,15 @@ from committer.job.stages.validate_output import validate_output
 from committer.layout import JobLayout, basename, join
 from committer.progress import ProgressCallback
 from committer.store import ManagedStore, open_store
+from committer.store.credentials import AZURE_RATE_LIMIT_KEY, AZURE_SCHEMES, OUR_RATE_LIMIT_KEY
 from manifest_schema import SuccessData
 from manifest_schema.journal import MODE_STATIC, State
 
 LOG = logging.getLogger("committer.job")
+
+# The share of the rename stage's time the static rate cap may hold it back before the
+# commit's last log line says so (and names the key that raises the cap).
+CAP_NOTICE_SHARE = 0.1
 
 # Errors that already say precisely what is wrong; they are raised as they are.
 _PASS_THROUGH = (UntrustedManifestError, JobConflictError, FormatError, CommitFailedError)
@@ -81,6 +86,9 @@ class JobCommitter:
         self.dynamic_partition_overwrite = dynamic_partition_overwrite
         self.progress = progress
         self._detect_naming = hadoop_naming is None
+        # (seconds the static cap held the rename stage back, the stage's seconds) of the
+        # last commit that renamed, for its closing log line
+        self._capped: tuple[float, float] | None = None
 
     def setup(self) -> None:
         t0 = time.perf_counter()
@@ -126,8 +134,10 @@ class JobCommitter:
                         run("create_directories", st.STAGE_CREATE_TARGET_DIRS,
                             lambda: create_directories(
                                 ctx, plan, [m.dest for m in txn.directory_moves]))
+                        held0, r0 = self.store.rate_limit_held_s(), time.perf_counter()
                         run("rename_files", st.STAGE_RENAME_FILES,
                             lambda: self._rename(ctx, plan, txn))
+                        self._note_cap(held0, r0)
                         txn.renamed()
                     if cfg.validate_output:
                         run("validate_output", st.STAGE_VALIDATE_OUTPUT,
@@ -152,7 +162,33 @@ class JobCommitter:
             txn.close()
             self.close()
         save_report(cfg, summary)
+        self._say_if_capped()
         return summary
+
+    def _note_cap(self, held0: float, t0: float) -> None:
+        """After the rename stage: how long the static rate cap held it back (the wall time
+        during which a rename waited on it), into the statistics."""
+        if self.store.limiter is None:
+            return
+        held = max(0.0, self.store.rate_limit_held_s() - held0)
+        self._capped = (held, time.perf_counter() - t0)
+        self.store.stats.timed(st.STAGE_RENAME_RATE_LIMITED, held)
+
+    def _say_if_capped(self) -> None:
+        """The commit's last log line, when the static cap held the renames back for more
+        than ``CAP_NOTICE_SHARE`` of their stage: the cap, not the store, set the pace."""
+        if self._capped is None:
+            return
+        held, took = self._capped
+        if held <= CAP_NOTICE_SHARE * took:
+            return
+        keys = (f"{AZURE_RATE_LIMIT_KEY} or {OUR_RATE_LIMIT_KEY}"
+                if self.layout.dest.split("://", 1)[0].lower() in AZURE_SCHEMES
+                else OUR_RATE_LIMIT_KEY)
+        LOG.warning("job %s: the static rate cap of %d operations/s held the rename stage back "
+                    "for %.1f s of its %.1f s; to commit faster raise %s (0: no cap; the "
+                    "adaptive limit still backs off when the store throttles)",
+                    self.layout.job_id, self.store.rate_limit, held, took, keys)
 
     # -- the stages, as commit runs them -----------------------------------------------------
 

@@ -23,12 +23,14 @@ from rich.table import Table
 
 import committer.spark
 from committer.layout import SUCCESS_MARKER
+from committer.statistics import WAITS
 
 __all__ = ["main", "summary_tables"]
 
 
 def summary_tables(summary: dict[str, Any]) -> list[Table]:
-    """The ``_SUCCESS`` document as readable tables: the job, its metrics, its stage timings."""
+    """The ``_SUCCESS`` document as readable tables: the job, its metrics, its stage timings,
+    and what it waited on (the static rate cap, throttling back-off), when it did."""
     job = Table(title="Job", show_header=False)
     job.add_column("field", style="bold")
     job.add_column("value")
@@ -63,7 +65,19 @@ def summary_tables(summary: dict[str, Any]) -> list[Table]:
         stages.add_row(
             name, str(mean["samples"]), str(mean.get("sum", "")), str(maxima.get(f"{name}.max", ""))
         )
-    return [job, metrics, stages]
+    tables = [job, metrics, stages]
+    waits = [(name, label, means[f"{name}.mean"]) for name, label in WAITS
+             if f"{name}.mean" in means]
+    if waits:
+        table = Table(title="Waits on the rate cap and throttling (ms; threads' waits add up)")
+        table.add_column("statistic", style="bold")
+        table.add_column("what")
+        table.add_column("count", justify="right")
+        table.add_column("total", justify="right")
+        for name, label, mean in waits:
+            table.add_row(name, label, str(mean.get("samples", "")), str(mean.get("sum", "")))
+        tables.append(table)
+    return tables
 
 
 def run(output: Path, rows: int, partitions: int, tasks: int) -> dict[str, Any]:

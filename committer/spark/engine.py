@@ -32,8 +32,8 @@ from typing import Any
 from committer.errors import ConfigError, ManifestCommitterError
 from manifest_schema.uris import uri_to_location
 
-__all__ = ["CONF_KEY_PREFIXES", "ENGINE_SCHEMES", "OPERATIONS", "RequestError", "error_response",
-           "forwarded", "handle"]
+__all__ = ["CONF_KEY_PREFIXES", "ENGINE_SCHEMES", "JVM_PROPERTIES", "OPERATIONS", "RequestError",
+           "error_response", "forwarded", "handle"]
 
 LOG = logging.getLogger(__name__)
 OPERATIONS = ("setupJob", "commitJob", "abortJob", "deleteWithJob")
@@ -55,7 +55,22 @@ CONF_KEY_PREFIXES = (
     "fs.gs.auth.service.account.json.keyfile",
     "fs.gs.storage.root.url",
     "fs.gs.project.id",
+    # every auth key of the two connectors, so that what cannot run here is refused at setup
+    "fs.azure.account.auth.type",
+    "fs.azure.account.oauth.provider.type",
+    "fs.azure.account.oauth2.",
+    "fs.azure.sas.token.provider.type",
+    "fs.azure.enable.delegation.token",
+    "fs.gs.auth.",
+    "google.cloud.auth.",
+    "fs.gs.token.server.url",
+    # the GCS connector's proxy (address, username, password)
+    "fs.gs.proxy.",
 )
+
+# JVM system properties the shim adds to the forwarded configuration when they are set: the
+# proxy that ABFS follows (EngineClient's FORWARDED_PROPERTIES, kept equal by a test).
+JVM_PROPERTIES = ("https.proxyHost", "https.proxyPort", "http.nonProxyHosts")
 
 # The destinations the shim sends here: schemes whose store this engine builds from the Spark
 # configuration (committer.store.credentials; local disk). Any other is committed in the JVM by

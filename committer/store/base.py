@@ -141,6 +141,11 @@ class Store(ABC):
     #: or not at all (an object upload): an atomic save then needs no temporary file.
     writes_whole: bool = False
 
+    #: True when the service limits requests per account or bucket and refuses the excess
+    #: (Azure, GCS): a commit that sets no static rate cap then takes
+    #: ``config.DEFAULT_CLOUD_RATE_LIMIT`` (local disk and the rest: no cap unless set).
+    account_rate_limited: bool = False
+
     #: True when ``rename_batch`` runs its renames concurrently (async cloud backends): it then
     #: attempts every entry, and the managed store paces the batch as a whole.
     native_batches: bool = False
@@ -338,6 +343,12 @@ class Store(ABC):
         backend found out, so the worker need not ask again), or ``None`` when the store
         cannot be opened in a worker process to share a commit's renames (``fanout.py``)."""
         return None
+
+    def take_counters(self) -> dict[str, int]:
+        """Counts of the backend's own events since the last call (such as GCS batches the
+        service refused as a whole, sent again call by call), which the managed store adds to
+        its statistics after each batch of renames and each tree delete."""
+        return {}
 
     def close(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
         """Release connections and threads."""

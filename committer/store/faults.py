@@ -54,6 +54,7 @@ class FaultInjectingStore(Store):
         self.supports_etags = inner.supports_etags
         self.rename_keeps_etag = inner.rename_keeps_etag
         self.renames_directories = inner.renames_directories
+        self.account_rate_limited = inner.account_rate_limited
         self._rng = random.Random(plan.seed)
         self._lock = threading.Lock()
         self.injected = 0

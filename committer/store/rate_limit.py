@@ -10,7 +10,9 @@ class RateLimiter:
     """Blocks callers so that at most ``per_second`` permits are handed out each second.
 
     Burst capacity is one second's worth, so a limit of 1000/s lets 1000 requests go at once
-    and then paces the rest. ``acquire`` returns the seconds spent waiting.
+    and then paces the rest. ``acquire`` returns the seconds spent waiting;
+    :meth:`held_seconds` the wall time during which at least one caller waited, which is
+    what the cap cost a stage (the callers' own waits overlap, and add up to more).
     """
 
     def __init__(self, per_second: int) -> None:
@@ -20,17 +22,41 @@ class RateLimiter:
         self._tokens = float(per_second)
         self._last = time.monotonic()
         self._lock = threading.Lock()
+        self._waiting = 0  # callers waiting now, since _held_since
+        self._held_since = 0.0
+        self._held = 0.0  # closed intervals with a caller waiting, in seconds
 
     def acquire(self, permits: int = 1) -> float:
-        waited = 0.0
-        while True:
-            with self._lock:
-                now = time.monotonic()
-                self._tokens = min(self.rate, self._tokens + (now - self._last) * self.rate)
-                self._last = now
-                if self._tokens >= permits:
-                    self._tokens -= permits
-                    return waited
-                delay = (permits - self._tokens) / self.rate
-            time.sleep(delay)
-            waited += delay
+        """Take ``permits``, waiting as long as it takes; returns the seconds waited (measured:
+        a sleep overruns what it asked for)."""
+        queued = False
+        since = 0.0
+        try:
+            while True:
+                with self._lock:
+                    now = time.monotonic()
+                    self._tokens = min(self.rate,
+                                       self._tokens + (now - self._last) * self.rate)
+                    self._last = now
+                    if self._tokens >= permits:
+                        self._tokens -= permits
+                        return now - since if queued else 0.0
+                    if not queued:
+                        queued, since = True, now
+                        if self._waiting == 0:
+                            self._held_since = now
+                        self._waiting += 1
+                    delay = (permits - self._tokens) / self.rate
+                time.sleep(delay)
+        finally:
+            if queued:
+                with self._lock:
+                    self._waiting -= 1
+                    if self._waiting == 0:
+                        self._held += time.monotonic() - self._held_since
+
+    def held_seconds(self) -> float:
+        """Seconds, since this limiter was made, during which some caller waited for it."""
+        with self._lock:
+            open_s = time.monotonic() - self._held_since if self._waiting else 0.0
+            return self._held + open_s

@@ -47,6 +47,7 @@ import contextlib
 import hashlib
 import json
 import os
+import ssl
 import threading
 import time
 import uuid
@@ -121,7 +122,8 @@ class AdlsStub(StubService):
     """An in-memory storage account served on two ports of 127.0.0.1 (Blob and DFS)."""
 
     def __init__(self, *, hierarchical: bool = True, account_info_allowed: bool = True,
-                 account: str = AZURITE_ACCOUNT, key: str = AZURITE_KEY) -> None:
+                 account: str = AZURITE_ACCOUNT, key: str = AZURITE_KEY,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.hierarchical = hierarchical
         #: False: Get Account Information answers 403, as for a container-scoped SAS
         self.account_info_allowed = account_info_allowed
@@ -135,21 +137,24 @@ class AdlsStub(StubService):
         blob, dfs = web.Application(), web.Application()
         blob.router.add_route("*", "/{tail:.*}", self._handle_blob)
         dfs.router.add_route("*", "/{tail:.*}", self._handle_dfs)
-        self._server = ThreadedServer({"blob": blob, "dfs": dfs}, "adls-stub")
+        # ssl_context: both endpoints over HTTPS (a test CA's certificate)
+        self._server = ThreadedServer({"blob": blob, "dfs": dfs}, "adls-stub",
+                                      ssl_context=ssl_context)
+        self.scheme = "https" if ssl_context is not None else "http"
 
     # -- access -----------------------------------------------------------------------------------
 
     @property
     def blob_endpoint(self) -> str:
-        return f"http://127.0.0.1:{self._server.ports['blob']}/{self.account}"
+        return f"{self.scheme}://127.0.0.1:{self._server.ports['blob']}/{self.account}"
 
     @property
     def dfs_endpoint(self) -> str:
-        return f"http://127.0.0.1:{self._server.ports['dfs']}/{self.account}"
+        return f"{self.scheme}://127.0.0.1:{self._server.ports['dfs']}/{self.account}"
 
     @property
     def connection_string(self) -> str:
-        return (f"DefaultEndpointsProtocol=http;AccountName={self.account};"
+        return (f"DefaultEndpointsProtocol={self.scheme};AccountName={self.account};"
                 f"AccountKey={self.key};BlobEndpoint={self.blob_endpoint};")
 
     @property
@@ -678,10 +683,11 @@ class AdlsStub(StubService):
 
 
 @contextlib.contextmanager
-def adls_stub(*, hierarchical: bool = True, account_info_allowed: bool = True) -> Iterator[
-        AdlsStub]:
-    """An :class:`AdlsStub`, serving until the block ends."""
-    stub = AdlsStub(hierarchical=hierarchical, account_info_allowed=account_info_allowed)
+def adls_stub(*, hierarchical: bool = True, account_info_allowed: bool = True,
+              ssl_context: ssl.SSLContext | None = None) -> Iterator[AdlsStub]:
+    """An :class:`AdlsStub`, serving until the block ends (over HTTPS with ``ssl_context``)."""
+    stub = AdlsStub(hierarchical=hierarchical, account_info_allowed=account_info_allowed,
+                    ssl_context=ssl_context)
     stub.start()
     try:
         yield stub

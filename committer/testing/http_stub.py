@@ -11,6 +11,7 @@ endpoint.
 from __future__ import annotations
 
 import asyncio
+import ssl
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
@@ -98,9 +99,12 @@ def drop_connection(request: web.Request) -> web.Response:
 class ThreadedServer:
     """aiohttp applications served on 127.0.0.1 from a private event loop on a daemon thread."""
 
-    def __init__(self, apps: Mapping[str, web.Application], name: str = "http-stub") -> None:
+    def __init__(self, apps: Mapping[str, web.Application], name: str = "http-stub", *,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self._apps = dict(apps)
         self._name = name
+        #: serve HTTPS with this context (a test CA's certificate), else plain HTTP
+        self.ssl_context = ssl_context
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runners: list[web.AppRunner] = []
@@ -142,7 +146,7 @@ class ThreadedServer:
             runner = web.AppRunner(app, handle_signals=False, access_log=None)
             await runner.setup()
             self._runners.append(runner)
-            site = web.TCPSite(runner, HOST, 0)
+            site = web.TCPSite(runner, HOST, 0, ssl_context=self.ssl_context)
             await site.start()
             self.ports[name] = int(runner.addresses[0][1])
 

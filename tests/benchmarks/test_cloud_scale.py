@@ -16,8 +16,8 @@ from benchmarks import cloud_scale
 def _args(tmp_path: Path, service: str, **changes: float) -> argparse.Namespace:
     values = {"service": service, "files": 600, "tasks": 12, "partitions": 5,
               "latency_ms": 2.0, "p99_ms": 20.0, "ops_limit": 0.0, "throttle_rate": 0.0,
-              "lose_rate": 0.0, "processes": 1, "concurrency": None,
-              "json": tmp_path / f"{service}.json"}
+              "lose_rate": 0.0, "processes": 1, "concurrency": None, "rate_limit": 0,
+              "spark_defaults": False, "json": tmp_path / f"{service}.json"}
     values.update(changes)
     return argparse.Namespace(**values)
 
@@ -34,6 +34,19 @@ def test_a_small_job_commits_exactly_and_is_reported(tmp_path: Path, service: st
     text = cloud_scale.report(result)
     assert "destination exact" in text and "throttle bound" in text
     assert list(tmp_path.glob("cloud_scale_*.png"))
+
+
+def test_spark_defaults_commit_under_the_default_cap_and_report_its_waits(
+        tmp_path: Path) -> None:
+    """``--spark-defaults``: the configuration the Spark path builds from an empty Hadoop
+    configuration, so the cloud stores' default static cap (10,000/s); 1,200 renames in
+    well under a second of it (the burst), so the commit has no wait on it to report."""
+    result = cloud_scale.run(_args(tmp_path, "adls", files=1200, spark_defaults=True))
+    assert result["destination_exact"] and result["spark_defaults"]
+    assert result["rate_limit"] == 10_000
+    assert result["wall_vs_machine_bound"] > 0 and isinstance(result["waits_ms"], dict)
+    plain = cloud_scale.run(_args(tmp_path, "adls", files=600))
+    assert plain["rate_limit"] == 0 and not plain["spark_defaults"]  # the benchmark's default
 
 
 @pytest.mark.slow

@@ -196,6 +196,20 @@ def test_shim_forwards_the_prefixes_the_engine_declares() -> None:
     assert tuple(re.findall(r'"([^"]+)"', body)) == CONF_KEY_PREFIXES
 
 
+def test_shim_forwards_the_jvm_properties_the_engine_reads() -> None:
+    from committer.spark.engine import JVM_PROPERTIES
+    from committer.store import credentials
+
+    source = (Path(__file__).resolve().parents[2] / "committer" / "spark" / "jvm" / "src"
+              / "manifestcommitter" / "spark" / "EngineClient.java").read_text(encoding="utf-8")
+    body = source.split("FORWARDED_PROPERTIES = {", 1)[1].split("};", 1)[0]
+    assert tuple(re.findall(r'"([^"]+)"', body)) == JVM_PROPERTIES == (
+        credentials.JVM_PROXY_HOST_KEY, credentials.JVM_PROXY_PORT_KEY,
+        credentials.JVM_NON_PROXY_HOSTS_KEY)
+    assert forwarded(credentials.GCS_PROXY_ADDRESS_KEY)
+    assert forwarded("spark.hadoop." + credentials.GCS_PROXY_PASSWORD_KEY)
+
+
 def test_shim_sends_the_engine_only_the_schemes_it_commits() -> None:
     from committer.store.credentials import AZURE_SCHEMES, GCS_SCHEMES
 

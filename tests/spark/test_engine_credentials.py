@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from committer.config import DEFAULT_CLOUD_RATE_LIMIT
 from committer.spark import engine
 
 ACCOUNT_KEY = "c2VjcmV0LWFjY291bnQta2V5"  # a made-up base64 key: it must never be shown
@@ -22,8 +23,9 @@ def test_hadoop_azure_keys_become_the_engines_storage_options() -> None:
         assert job.config.storage_options["account_name"] == "myacct"
         assert job.config.storage_options["account_key"] == ACCOUNT_KEY
         assert job.config.io_threads == 8
-        # Azure's own rate limit applies when the committer's key is not set (Hadoop default)
-        assert job.config.io_rate_limit == 1000
+        # no rate key set: not Hadoop's 1,000/s but the cloud stores' default cap
+        assert job.config.io_rate_limit is None
+        assert job.store.rate_limit == DEFAULT_CLOUD_RATE_LIMIT == 10_000
         assert ACCOUNT_KEY not in repr(job.config)
     finally:
         job.store.backend.close()

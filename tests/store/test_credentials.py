@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import traceback
 import uuid
+from pathlib import Path
 
 import orjson
 import pytest
@@ -16,13 +17,10 @@ from committer.store import open_store
 from committer.store.credentials import (
     CONCURRENCY_KEY,
     CONCURRENCY_OPTION,
-    MASK,
     config_for_location,
-    redact,
-    register_secret,
-    scrub,
     storage_options_from_hadoop,
 )
+from committer.store.secrets import MASK, redact, register_secret, scrub
 from committer.task import TaskAttemptCommitter
 from committer.task.attempt import task_ids
 from committer.testing.emulators import AZURITE_ACCOUNT, RunningEmulator
@@ -71,11 +69,17 @@ def test_emulator_blob_endpoint_becomes_connection_string() -> None:
                                     "abfs://c/x")
 
 
-def test_gcs_keys() -> None:
+def test_gcs_keys(tmp_path: Path) -> None:
+    keyfile = tmp_path / "sa.json"
+    keyfile.write_text("{}")
     assert storage_options_from_hadoop({
-        "google.cloud.auth.service.account.json.keyfile": "/etc/keys/sa.json",
+        "google.cloud.auth.service.account.json.keyfile": str(keyfile),
         "fs.gs.project.id": "proj",
-    }, "gs://bucket/x") == {"token": "/etc/keys/sa.json", "project": "proj"}
+    }, "gs://bucket/x") == {"token": str(keyfile), "project": "proj"}
+    # a path that is not there is refused, not taken by gcsfs for a raw access token
+    with pytest.raises(ConfigError, match="cannot be read"):
+        storage_options_from_hadoop({"fs.gs.auth.service.account.json.keyfile":
+                                     str(tmp_path / "missing.json")}, "gs://bucket/x")
     assert storage_options_from_hadoop(
         {"fs.gs.storage.root.url": "http://127.0.0.1:4443/"}, "gs://b/x"
     ) == {"endpoint_url": "http://127.0.0.1:4443", "token": "anon"}
@@ -90,12 +94,19 @@ def test_concurrency_key() -> None:
 
 def test_azure_rate_limit_applies_unless_ours_is_set() -> None:
     base = CommitterConfig()
-    assert config_for_location(base, {}, ABFS).io_rate_limit == 1000
+    # neither set: not Hadoop's 1,000 but unset, the store's default cap (10,000 on a cloud
+    # store, see tests/committer/store/test_managed.py)
+    assert config_for_location(base, {}, ABFS).io_rate_limit is None
     assert config_for_location(base, {"fs.azure.io.rate.limit": "50"}, ABFS).io_rate_limit == 50
     ours = {"mapreduce.manifest.committer.io.rate.limit": "7", "fs.azure.io.rate.limit": "50"}
     assert config_for_location(CommitterConfig(io_rate_limit=7), ours, ABFS).io_rate_limit == 7
+    # a cap set in the committer's own configuration wins over the Azure key too
+    assert config_for_location(CommitterConfig(io_rate_limit=0), {"fs.azure.io.rate.limit": "50"},
+                               ABFS).io_rate_limit == 0
+    with pytest.raises(ConfigError, match=r"fs\.azure\.io\.rate\.limit"):
+        config_for_location(base, {"fs.azure.io.rate.limit": "fast"}, ABFS)
     assert config_for_location(base, {"fs.azure.io.rate.limit": "50"},
-                               "gs://b/x").io_rate_limit == 0
+                               "gs://b/x").io_rate_limit is None  # Azure's key, not GCS's
     # explicit storage options win over the Hadoop keys
     explicit = CommitterConfig(storage_options={"account_key": "explicit-key-value"})
     key_conf = {f"fs.azure.account.key.{HOST}": "hadoop-key-value"}

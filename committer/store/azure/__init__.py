@@ -8,6 +8,8 @@
   and Blob Batch deletes;
 - ``wire.py``: the REST API version, endpoints, error answers, listings, Blob Batch bodies;
 - ``auth.py``: Shared Key signing, SAS, bearer tokens.
+- ``tokens.py``: the Entra ID tokens of ABFS's OAuth providers (client credentials, managed
+  and workload identity, refresh token), fetched on the project's HTTP client.
 """
 
 from committer.store.azure.blob import BATCH_LIMIT

@@ -13,6 +13,7 @@ renames, is asked of it here, once, on first need.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Coroutine, Mapping, Sequence
@@ -26,19 +27,23 @@ from committer.store.azure.wire import (
     API_VERSION,
     Endpoint,
     azure_error,
+    client_request_id,
     is_throttle,
     md5_hex,
     name_of,
     timestamp,
 )
 from committer.store.base import FileStatus
-from committer.store.credentials import scrub
 from committer.store.http.connection import ConnectionPool
 from committer.store.http.hedge import Hedger, hedged
 from committer.store.http.limiter import AdaptiveLimit
 from committer.store.http.loop import wire_loop
 from committer.store.http.messages import BodyTooLarge, Response
 from committer.store.http.quoting import quote_name
+from committer.store.http.transport import Transport
+from committer.store.secrets import scrub
+
+LOG = logging.getLogger("committer.store.azure")
 
 # Requests in flight at most: the adaptive limit grows to this. It covers latency x rate of
 # an account: ~1,000 in flight keep 20,000 requests/s going at a mean latency of 50 ms.
@@ -61,6 +66,8 @@ class AzureAccount(AsyncStore):
         hierarchical: bool | None = None,
         faults: WireFaults | None = None,
         dfs_url: str | None = None,
+        transport: Transport | None = None,
+        auth: AzureAuth | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -72,7 +79,10 @@ class AzureAccount(AsyncStore):
         self._init_loop(wire_loop())
         self._netlocs: dict[str, str] = {}
         self._dfs_url = dfs_url
-        self._auth: AzureAuth | None = None
+        # proxy and CA bundle (``http/transport.py``); the environment's when not given
+        self.transport = transport if transport is not None else Transport.resolve({})
+        # given: a token provider of ours (``tokens.py``); else read from adlfs's client
+        self._auth: AzureAuth | None = auth
         self._blob: Endpoint | None = None
         self._dfs: Endpoint | None = None
         self._limit = AdaptiveLimit(concurrency)
@@ -163,7 +173,8 @@ class AzureAccount(AsyncStore):
     def _pool(self, endpoint: Endpoint) -> ConnectionPool:
         if endpoint.pool is None:
             endpoint.pool = self._resources.add(
-                ConnectionPool(endpoint.origin, endpoint.max_connections))
+                ConnectionPool(endpoint.origin, endpoint.max_connections,
+                               **self.transport.pool_options(endpoint.origin)))
         return endpoint.pool
 
     async def _send(self, op: str, method: str, container: str, key: str = "", *,
@@ -184,8 +195,11 @@ class AzureAccount(AsyncStore):
         pool = endpoint.pool or self._pool(endpoint)
         auth = self._auth or self._authority()
         path = endpoint.target(container, key) if container else endpoint.base + "/"
+        # a fresh id per attempt (a hedged copy shares its request's: the signature covers
+        # it), in the error of a failure: what a support ticket asks for
+        request_id = client_request_id()
         hdrs = {"x-ms-version": API_VERSION, "x-ms-date": http_date(),
-                "content-length": str(len(body))}
+                "x-ms-client-request-id": request_id, "content-length": str(len(body))}
         if headers:
             hdrs.update(headers)
         qs = "&".join([f"{k}={quote_name(v)}" for k, v in query]) if query else ""
@@ -211,11 +225,15 @@ class AzureAccount(AsyncStore):
 
             response = await (self._hedger.request(send, is_throttle) if hedged(method, hedge)
                               else send())
+            response.request_id = request_id
             throttled = is_throttle(response)
             took = time.monotonic() - started  # the limit's latency signal
         except (OSError, TimeoutError) as e:
-            raise TransientStoreError(f"{op} {container}/{key}: no answer ({type(e).__name__}: "
-                                      f"{scrub(str(e))[:300]})", f"{container}/{key}") from None
+            error = TransientStoreError(
+                f"{op} {container}/{key}: no answer ({type(e).__name__}: {scrub(str(e))[:300]}; "
+                f"x-ms-client-request-id {request_id})", f"{container}/{key}")
+            LOG.debug("%s", error)
+            raise error from None
         finally:  # whatever happened (a cancellation too), the place is given back
             self._limit.release(epoch, throttled, took)
         if whole:

@@ -15,7 +15,7 @@ credential chain) and :func:`azure_auth` reads what that client holds. Then, per
   the loop never blocks on the identity endpoint).
 
 No secret is kept in a form that reaches text: ``__repr__`` hides it, and the key and SAS are
-registered with ``credentials.register_secret`` so that ``scrub`` masks them in any message.
+registered with ``secrets.register_secret`` so that ``scrub`` masks them in any message.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from committer.errors import ConfigError, StoreError
-from committer.store.credentials import register_secret
+from committer.store.secrets import register_secret
 
 __all__ = ["AzureAuth", "BearerToken", "NoAuth", "Sas", "SharedKey", "azure_auth", "http_date"]
 
@@ -174,7 +174,7 @@ class BearerToken(AzureAuth):
                 token = await asyncio.get_running_loop().run_in_executor(
                     None, get_token, self._scope)
         except Exception as e:
-            from committer.store.credentials import scrub
+            from committer.store.secrets import scrub
 
             raise StoreError(f"could not get an access token for Azure Storage: "
                              f"{scrub(f'{type(e).__name__}: {e}')[:500]}") from None

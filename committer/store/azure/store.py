@@ -28,16 +28,25 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from committer.errors import PathExistsError, PathNotFoundError, StoreError, TransientStoreError
+from committer.errors import (
+    ConfigError,
+    PathExistsError,
+    PathNotFoundError,
+    StoreError,
+    TransientStoreError,
+)
 from committer.store import register_backend
 from committer.store._aio import flag_option, map_bounded
 from committer.store.azure.account import _FOLDER_META, DEFAULT_CONCURRENCY
+from committer.store.azure.auth import BearerToken
 from committer.store.azure.blob import FlatBlobRenames
 from committer.store.azure.datalake import DataLakeRenames
 from committer.store.azure.wire import azure_error, blobs, name_of
 from committer.store.base import FileStatus, Store
-from committer.store.credentials import CONCURRENCY_OPTION, register_options, scrub
+from committer.store.credentials import CONCURRENCY_OPTION
 from committer.store.http.messages import Response
+from committer.store.http.transport import Transport
+from committer.store.secrets import register_options, scrub
 
 __all__ = ["AzureStore", "open_azure"]
 
@@ -49,6 +58,7 @@ class AzureStore(DataLakeRenames, FlatBlobRenames):
 
     supports_etags = True
     writes_whole = True  # one Put Blob request
+    account_rate_limited = True  # ~20,000 requests/s an account, 503 ServerBusy beyond
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -297,6 +307,8 @@ def open_azure(location: str, options: Mapping[str, Any]) -> AzureStore:
     concurrency = int(opts.pop(CONCURRENCY_OPTION, DEFAULT_CONCURRENCY))
     hierarchical = flag_option(opts.pop("committer_hierarchical", None), "committer_hierarchical")
     dfs_url = opts.pop("committer_dfs_endpoint", None)
+    transport = Transport.resolve(opts)  # proxy, CA bundle: not adlfs's options
+    auth = _oauth(opts, transport)
     netloc = urlsplit(location).netloc
     if "@" in netloc and "account_name" not in opts and "connection_string" not in opts:
         opts["account_name"] = netloc.split("@", 1)[1].split(".", 1)[0]
@@ -307,8 +319,28 @@ def open_azure(location: str, options: Mapping[str, Any]) -> AzureStore:
     except Exception as e:
         raise ConfigError(f"cannot connect to Azure storage: {scrub(str(e))}") from None
     scheme, _ = split_scheme(location)
-    return AzureStore(fs, scheme or "abfs", concurrency=concurrency,
-                      hierarchical=hierarchical, dfs_url=str(dfs_url) if dfs_url else None)
+    return AzureStore(fs, scheme or "abfs", concurrency=concurrency, transport=transport,
+                      hierarchical=hierarchical, dfs_url=str(dfs_url) if dfs_url else None,
+                      auth=auth)
+
+
+def _oauth(opts: dict[str, Any], transport: Transport) -> BearerToken | None:
+    """The bearer token of the ``committer_oauth_*`` options (ABFS's OAuth providers, from
+    ``credentials.py``), taken out of ``opts``; None when there are none. Its token requests
+    go through the store's proxy and CA bundle (``transport``)."""
+    from committer.store.azure.tokens import EntraTokenCredential, OAuthSettings
+
+    prefix = "committer_oauth_"
+    fields = {k[len(prefix):]: str(opts.pop(k)) for k in list(opts) if k.startswith(prefix)}
+    if not fields:
+        return None
+    if "provider" not in fields or "endpoint" not in fields:
+        raise ConfigError(f"the {prefix}* options need {prefix}provider and {prefix}endpoint")
+    try:
+        settings = OAuthSettings(**fields)
+    except TypeError:
+        raise ConfigError(f"unknown {prefix}* option among {sorted(fields)}") from None
+    return BearerToken(EntraTokenCredential(settings, transport))
 
 
 for _scheme in ("abfs", "abfss", "az"):

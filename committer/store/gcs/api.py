@@ -21,7 +21,6 @@ import orjson
 from committer.errors import StoreError, TransientStoreError
 from committer.store._aio import AsyncStore, WireFaults
 from committer.store.base import FileStatus
-from committer.store.credentials import scrub
 from committer.store.gcs.auth import GcsToken
 from committer.store.gcs.wire import (
     _THROTTLE_STATUS,
@@ -39,6 +38,8 @@ from committer.store.http.limiter import AdaptiveLimit
 from committer.store.http.loop import wire_loop
 from committer.store.http.messages import Origin, Response
 from committer.store.http.quoting import quote_name
+from committer.store.http.transport import Transport
+from committer.store.secrets import scrub
 
 # Requests in flight at most: the adaptive limit grows to this. It covers latency x rate of
 # an account: ~1,000 in flight keep 20,000 requests/s going at a mean latency of 50 ms.
@@ -56,6 +57,7 @@ class GcsApi(AsyncStore):
         concurrency: int = DEFAULT_CONCURRENCY,
         trust_preconditions: bool = True,
         faults: WireFaults | None = None,
+        transport: Transport | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -68,6 +70,8 @@ class GcsApi(AsyncStore):
         self.faults = faults
         self._init_loop(wire_loop())
         self._pool: ConnectionPool | None = None
+        # proxy and CA bundle (``http/transport.py``); the environment's when not given
+        self.transport = transport if transport is not None else Transport.resolve({})
         self._token = GcsToken(fs.credentials)
         self._move_supported: bool | None = None  # None: not yet tried
         self._buckets_known: set[str] = set()
@@ -109,7 +113,8 @@ class GcsApi(AsyncStore):
 
     def _connections(self) -> ConnectionPool:
         if self._pool is None:
-            self._pool = self._resources.add(ConnectionPool(self._origin, self.concurrency + 8))
+            self._pool = self._resources.add(ConnectionPool(
+                self._origin, self.concurrency + 8, **self.transport.pool_options(self._origin)))
         return self._pool
 
     async def _request(

@@ -15,7 +15,7 @@ from datetime import UTC
 from typing import Any
 
 from committer.errors import StoreError
-from committer.store.credentials import register_secret, scrub
+from committer.store.secrets import register_secret, scrub
 
 __all__ = ["GcsToken"]
 

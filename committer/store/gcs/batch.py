@@ -4,11 +4,19 @@ In a batch of renames the rewrites, then the sources' deletes, go out through th
 endpoint, up to 100 to a request (each still counts against the bucket's rate; Apache Beam's GCS
 client batches rewrites so too): the client sends, waits for and parses one request per hundred
 files. A part's answer is settled as the single request's would be (``renames.py``).
+
+A batch the service refuses as a whole (400, or 404/405/501 from an endpoint without the batch
+API, 413) or answers with a multipart body that cannot be read falls back to single rewrites
+and deletes for that batch's entries, counted (``store_batch_fallbacks``, calls in
+``store_batch_fallback_calls``). After an unreadable answer the sub-requests may have been
+carried out: a single rewrite then finds its own copy at the destination and completes the
+rename as after a lost answer (proven by checksum and size), and a delete finds nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,10 +37,38 @@ from committer.store.http.multipart import batch_body, new_boundary, parse_batch
 
 #: calls in one request to the batch endpoint (the service's limit)
 BATCH_LIMIT = 100
+#: statuses by which the batch endpoint refuses a batch as a whole, with nothing carried out:
+#: the batch itself was refused (400, 413), or there is no batch endpoint (404, 405, 501)
+_REFUSED_WHOLE = frozenset({400, 404, 405, 413, 501})
+#: statistics of the fallback (``take_counters``)
+BATCH_FALLBACKS = "store_batch_fallbacks"
+BATCH_FALLBACK_CALLS = "store_batch_fallback_calls"
+
+
+class BatchRefused(StoreError):
+    """The batch endpoint refused a batch as a whole, or its answer could not be read: its
+    calls go one by one instead."""
 
 
 class GcsBatches(GcsRenames):
     """A chunk's renames and deletes, a hundred calls to a request of the batch endpoint."""
+
+    _counts_lock = threading.Lock()
+    _counts: dict[str, int] | None = None
+    #: the endpoint has no batch API (it said 404, 405 or 501): calls go one by one at once
+    _no_batch_endpoint = False
+
+    def _count_fallback(self, calls: int) -> None:
+        with self._counts_lock:
+            counts = self._counts if self._counts is not None else {}
+            counts[BATCH_FALLBACKS] = counts.get(BATCH_FALLBACKS, 0) + 1
+            counts[BATCH_FALLBACK_CALLS] = counts.get(BATCH_FALLBACK_CALLS, 0) + calls
+            self._counts = counts
+
+    def take_counters(self) -> dict[str, int]:
+        with self._counts_lock:
+            counts, self._counts = self._counts or {}, None
+        return counts
 
     async def _rewrite_batched(self, pairs: Sequence[tuple[str, str]], indexes: Sequence[int],
                                known_absent: frozenset[str],
@@ -72,6 +108,10 @@ class GcsBatches(GcsRenames):
                 # not idempotent: a batch sent twice would find its own destinations (412)
                 answers = await self._batch_call(
                     "copy", calls, [pairs[i][1] for i, *_ in group], idempotent=False)
+            except BatchRefused:
+                self._count_fallback(len(group))
+                alone.extend(i for i, *_ in group)  # one by one, below
+                return
             except Exception as e:  # every call's outcome is that of the whole request
                 for i, *_ in group:
                     results[i] = e
@@ -182,6 +222,13 @@ class GcsBatches(GcsRenames):
         async def one_batch(group: list[int]) -> None:
             try:
                 answers = await self._batch_delete([objects[i] for i in group])
+            except BatchRefused:
+                self._count_fallback(len(group))
+
+                async def delete_one(i: int) -> None:
+                    await self._delete_object(*objects[i])
+
+                answers = await map_bounded(delete_one, group, self._batch_workers)
             except (GcsHttpError, StoreError) as e:
                 for i in group:
                     results[i] = e
@@ -220,6 +267,8 @@ class GcsBatches(GcsRenames):
         none for it (its outcome unknown). A failure of the whole request raises."""
         if self.faults is not None and self.faults.before(op):
             raise GcsHttpError(self.faults.status, "injected: backend busy")
+        if self._no_batch_endpoint:
+            raise BatchRefused("the endpoint has no batch API")
         boundary = new_boundary("batch_")
         body = batch_body(boundary, calls, angle_ids=True, binary=False)
         epoch = self._limit.epoch
@@ -227,13 +276,18 @@ class GcsBatches(GcsRenames):
             "POST", self._batch, None, body,
             {"Content-Type": f"multipart/mixed; boundary={boundary}"}, None, op,
             idempotent=idempotent)
+        if response.status in _REFUSED_WHOLE:
+            if response.status in (404, 405, 501):
+                self._no_batch_endpoint = True
+            raise BatchRefused(f"batch of {len(calls)} refused whole (HTTP {response.status}: "
+                               f"{_error_message(response.body)})")
         if response.status >= 300:
             raise GcsHttpError(response.status, _error_message(response.body),
                                retry_after=_retry_after(response))
         try:
             parts = parse_batch_response(response.header("content-type"), response.body)
         except ValueError as e:
-            raise StoreError(f"unreadable batch answer: {e}") from None
+            raise BatchRefused(f"unreadable answer to a batch of {len(calls)}: {e}") from None
         out: list[Response | BaseException] = [
             TransientStoreError(f"no answer in the batch for {name}", name) for name in names]
         throttled = 0

@@ -34,11 +34,13 @@ from committer.errors import ConfigError, PathExistsError, PathNotFoundError, St
 from committer.store import register_backend
 from committer.store._aio import flag_option
 from committer.store.base import FileStatus
-from committer.store.credentials import CONCURRENCY_OPTION, register_options, scrub
+from committer.store.credentials import CONCURRENCY_OPTION
 from committer.store.gcs.api import DEFAULT_CONCURRENCY
 from committer.store.gcs.batch import GcsBatches
 from committer.store.gcs.wire import GcsHttpError, classify_gcs
 from committer.store.http.quoting import quote_name
+from committer.store.http.transport import Transport
+from committer.store.secrets import register_options, scrub
 
 __all__ = ["GcsStore", "open_gcs"]
 
@@ -52,6 +54,7 @@ class GcsStore(GcsBatches):
     supports_etags = True
     flat_walk = True
     writes_whole = True  # one upload request
+    account_rate_limited = True  # per-bucket request rates, 429 beyond
     # A rewrite changes the generation and (on the service) the etag: see the module doc.
     rename_keeps_etag = False
 
@@ -227,7 +230,29 @@ def open_gcs(location: str, options: Mapping[str, Any]) -> GcsStore:
 
     opts = dict(options)
     register_options(opts)
+    token = opts.get("token")
+    if isinstance(token, Mapping) and token.get("type") == "authorized_user":
+        opts["token"] = _user_credentials(token)
+    elif token == "cloud":
+        # the metadata server's token, asked at the first request (gcsfs's own "cloud" asks
+        # at once, and only where its endpoint is Google's); GCE_METADATA_HOST moves it
+        from google.auth import compute_engine
+
+        opts["token"] = compute_engine.Credentials()  # type: ignore[no-untyped-call]
+    elif token == "google_default":
+        # found here, not by gcsfs: gcsfs refuses a `project` other than the credentials' own
+        import google.auth
+        from google.auth.exceptions import DefaultCredentialsError
+
+        try:
+            opts["token"], _ = google.auth.default(
+                scopes=["https://www.googleapis.com/auth/devstorage.full_control"])
+        except DefaultCredentialsError as e:
+            raise ConfigError(f"no application default credentials for Google Cloud Storage "
+                              f"(GOOGLE_APPLICATION_CREDENTIALS, gcloud's ADC file, the "
+                              f"metadata server): {scrub(str(e))}") from None
     concurrency = int(opts.pop(CONCURRENCY_OPTION, DEFAULT_CONCURRENCY))
+    transport = Transport.resolve(opts)  # proxy, CA bundle: not gcsfs's options
     trust = flag_option(opts.pop("committer_trust_preconditions", None),
                         "committer_trust_preconditions")
     if trust is None:
@@ -236,7 +261,22 @@ def open_gcs(location: str, options: Mapping[str, Any]) -> GcsStore:
         fs = GCSFileSystem(**opts)
     except Exception as e:
         raise ConfigError(f"cannot connect to Google Cloud Storage: {scrub(str(e))}") from None
-    return GcsStore(fs, concurrency=concurrency, trust_preconditions=bool(trust))
+    return GcsStore(fs, concurrency=concurrency, trust_preconditions=bool(trust),
+                    transport=transport)
+
+
+def _user_credentials(info: Mapping[str, Any]) -> Any:
+    """google-auth user credentials (the connector's ``USER_CREDENTIALS``), built here because
+    gcsfs's own conversion of such a dict ignores its ``token_uri`` (``fs.gs.token.server.url``)."""
+    from google.oauth2.credentials import Credentials
+
+    try:
+        return Credentials(  # type: ignore[no-untyped-call]
+            None, refresh_token=str(info["refresh_token"]), client_id=str(info["client_id"]),
+            client_secret=str(info["client_secret"]),
+            token_uri=str(info.get("token_uri") or "https://oauth2.googleapis.com/token"))
+    except KeyError as e:
+        raise ConfigError(f"user credentials need {e.args[0]}") from None
 
 
 register_backend("gs", open_gcs)

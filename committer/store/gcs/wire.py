@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from committer.errors import PathExistsError, PathNotFoundError, StoreError, TransientStoreError
-from committer.store.credentials import scrub
 from committer.store.http.messages import BodyTooLarge, Response
+from committer.store.secrets import scrub
 
 __all__ = ["GcsHttpError", "classify_gcs"]
 

@@ -2,7 +2,8 @@
 
 One :class:`ConnectionPool` per origin (scheme, host, port) keeps persistent connections and
 hands each request an idle one (or opens a new one, up to ``max_connections``). A request is
-one write of its head and body; the answer is parsed from the bytes as they arrive: the status
+one write of its head and body; the answer is parsed from the bytes as they arrive
+(:mod:`committer.store.http.exchange`, one connection's reading): the status
 line and headers once (decoded in one go), then a body framed by ``Content-Length``, chunked
 encoding, or the end of the connection. Nothing else happens per request: no header objects, no
 cookie jar, no tracing hooks, no redirects, no retries. That is what the committer needs from a
@@ -10,9 +11,15 @@ client, and each of those costs microseconds that, at 20,000 requests a second, 
 one driver can keep a storage account busy (``docs/stores.md``, "The request path").
 
 Failures are plain exceptions: ``ConnectionError`` (refused, reset, closed before the answer
-was complete), ``TimeoutError`` (connect or answer too slow), ``BodyTooLarge``. A non-2xx answer
+was complete; :class:`BadAnswer`, one of them, for an answer that breaks HTTP/1.1's grammar or
+framing), ``TimeoutError`` (connect or answer too slow), ``BodyTooLarge``. A non-2xx answer
 is not an error here: it is a :class:`Response` like any other, and the backend decides what it
-means.
+means. An answer is taken only as a strict reading of its bytes gives it: the whole head
+checked against the grammar (a line read one way here and another by the server's framing is
+how answers are misread), lengths and chunk sizes digits only, each chunk followed by its
+CRLF, a body framed by the end of the connection complete only at a clean close (not a
+reset); anything else fails the request. Fuzzed against a raw socket server
+(``tests/committer/store/http/test_connection_fuzz.py``).
 """
 
 from __future__ import annotations
@@ -23,11 +30,12 @@ import contextlib
 import ssl
 import time
 from collections.abc import Mapping
-from typing import cast
 
-from committer.store.http.messages import BodyTooLarge, Origin, Response, find_header
+from committer.store.http.exchange import MAX_HEAD_BYTES, Connection
+from committer.store.http.messages import USER_AGENT, Origin, Response
+from committer.store.http.transport import Proxy, connect, refused_by_proxy
 
-__all__ = ["ConnectionPool"]
+__all__ = ["MAX_HEAD_BYTES", "ConnectionPool"]
 
 CONNECT_TIMEOUT_S = 30.0
 #: an idle connection older than this is closed rather than reused: servers close idle
@@ -38,257 +46,6 @@ IDLE_TIMEOUT_S = 15.0
 #: answers only when done on some stores)
 READ_TIMEOUT_S = 300.0
 _SWEEP_INTERVAL_S = 1.0
-_NO_BODY_STATUS = frozenset({204, 304})
-
-
-class _Connection(asyncio.Protocol):
-    """One persistent connection; at most one request on it at a time."""
-
-    def __init__(self, pool: ConnectionPool) -> None:
-        self.pool = pool
-        self.transport: asyncio.Transport | None = None
-        self.closed = False
-        self.reused = False  # served a request before the current one
-        self.deadline = 0.0
-        self.idle_since = 0.0
-        self.idle_limit = pool.idle_timeout
-        self._waiter: asyncio.Future[Response] | None = None
-        self._head_only = False
-        self._max_body: int | None = None
-        self._pending = b""
-        self._status = 0
-        self._reason = ""
-        self._headers: str | None = None  # the header lines; None: the head is not complete
-        self._length = -1  # body bytes still expected; -1 until known; -2: until EOF
-        self._chunked = False
-        self._body: list[bytes] = []
-        self._keep_alive = True
-        self._got_bytes = False
-
-    # -- asyncio callbacks ---------------------------------------------------------------------
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        # uvloop's transports are not subclasses of asyncio's, only alike
-        self.transport = cast(asyncio.Transport, transport)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.closed = True
-        self.pool._forget(self)
-        waiter = self._waiter
-        if waiter is None or waiter.done():
-            return
-        if self._headers is not None and self._length == -2:
-            self._finish()  # a body framed by the end of the connection is complete now
-            return
-        self._waiter = None
-        error = ConnectionResetError(
-            f"connection to {self.pool.origin.host_header} closed before the answer was complete"
-            + (f": {exc}" if exc else ""))
-        error.reused = self.reused  # type: ignore[attr-defined]
-        error.got_bytes = self._got_bytes  # type: ignore[attr-defined]
-        waiter.set_exception(error)
-
-    def eof_received(self) -> bool | None:
-        return False  # close our side too; connection_lost follows
-
-    def data_received(self, data: bytes) -> None:
-        self._got_bytes = True
-        if self._pending:
-            data = self._pending + data
-            self._pending = b""
-        if self._waiter is None:
-            self._abort()  # bytes nobody asked for: the connection cannot be trusted
-            return
-        if self._headers is None:
-            end = data.find(b"\r\n\r\n")
-            if end < 0:
-                self._pending = data
-                return
-            if not self._parse_head(data[:end]):
-                return
-            data = data[end + 4:]
-            if self._headers is None:  # an interim 1xx answer: the real head follows
-                if data:
-                    self.data_received(data)
-                return
-        if data:
-            self._take_body(data)
-        elif self._length == 0 and not self._chunked:
-            self._finish()
-
-    # -- parsing -------------------------------------------------------------------------------
-
-    def _parse_head(self, head: bytes) -> bool:
-        text = head.decode("latin-1")
-        line_end = text.find("\r\n")
-        status_line = text if line_end < 0 else text[:line_end]
-        try:
-            version, _, rest = status_line.partition(" ")
-            code, _, reason = rest.partition(" ")
-            status = int(code)
-        except ValueError:
-            self._fail(ConnectionError(f"malformed status line from "
-                                       f"{self.pool.origin.host_header}: {status_line[:100]!r}"))
-            return False
-        if 100 <= status < 200:
-            return True  # interim (100 Continue): skip it, wait for the final head
-        headers = "" if line_end < 0 else text[line_end:]
-        lower = headers.lower()
-        self._status, self._reason, self._headers = status, reason, headers
-        if not self.reused:  # the server's idle limit, if it says: the same for each answer
-            keep_alive = find_header(headers, lower, "keep-alive")
-            if keep_alive:
-                self._note_keep_alive(keep_alive)
-        if "\r\nconnection:" in lower:
-            connection = find_header(headers, lower, "connection").lower()
-            self._keep_alive = "close" not in connection and (version != "HTTP/1.0"
-                                                              or "keep-alive" in connection)
-        else:
-            self._keep_alive = version != "HTTP/1.0"
-        if self._head_only or status in _NO_BODY_STATUS:
-            self._length = 0
-        elif "\r\ntransfer-encoding:" in lower and "chunked" in find_header(
-                headers, lower, "transfer-encoding").lower():
-            self._chunked, self._length = True, -1  # it wins over a Content-Length (RFC 9112)
-        elif (at := lower.find("\r\ncontent-length:")) >= 0:
-            end = lower.find("\r\n", at + 17)
-            try:
-                self._length = int(lower[at + 17:end] if end >= 0 else lower[at + 17:])
-            except ValueError:
-                self._fail(ConnectionError("malformed Content-Length from "
-                                           f"{self.pool.origin.host_header}"))
-                return False
-        else:
-            self._length, self._keep_alive = -2, False
-        limit = self._max_body
-        if limit is not None and self._length > limit and 200 <= status < 300:
-            self._fail(BodyTooLarge(self._length, limit))
-            return False
-        if self._length == 0:
-            self._finish()
-            return False
-        return True
-
-    def _note_keep_alive(self, value: str) -> None:
-        """``Keep-Alive: timeout=N``: the server closes this connection after N idle
-        seconds; stop reusing it a second before."""
-        for part in value.split(","):
-            name, _, number = part.strip().partition("=")
-            if name.strip().lower() == "timeout":
-                with contextlib.suppress(ValueError):
-                    self.idle_limit = min(self.idle_limit, max(0.0, float(number) - 1.0))
-
-    def _take_body(self, data: bytes) -> None:
-        if self._chunked:
-            self._take_chunks(data)
-            return
-        if self._length == -2:
-            self._body.append(data)
-            return
-        if len(data) < self._length:
-            self._body.append(data)
-            self._length -= len(data)
-            return
-        if len(data) > self._length:  # more than this answer: nobody pipelines here
-            self._keep_alive = False
-            data = data[:self._length]
-        self._body.append(data)
-        self._length = 0
-        self._finish()
-
-    def _take_chunks(self, data: bytes) -> None:
-        while True:
-            if self._length == -1:  # at a chunk-size line
-                end = data.find(b"\r\n")
-                if end < 0:
-                    self._pending = data
-                    return
-                try:
-                    size = int(data[:end].split(b";", 1)[0], 16)
-                except ValueError:
-                    self._fail(ConnectionError("malformed chunked body from "
-                                               f"{self.pool.origin.host_header}"))
-                    return
-                data = data[end + 2:]
-                if size == 0:  # the last chunk; trailers (if any) end with a blank line
-                    end = data.find(b"\r\n\r\n") if not data.startswith(b"\r\n") else 0
-                    if end < 0:
-                        self._pending = data
-                        self._length = -3
-                        return
-                    self._finish()
-                    return
-                self._length = size
-            elif self._length == -3:  # trailers of the last chunk
-                if data.startswith(b"\r\n") or data.find(b"\r\n\r\n") >= 0:
-                    self._finish()
-                else:
-                    self._pending = data
-                return
-            # inside a chunk of self._length bytes, then its CRLF
-            if len(data) < self._length + 2:
-                self._pending = data
-                return
-            self._body.append(data[:self._length])
-            data = data[self._length + 2:]
-            self._length = -1
-
-    # -- completion ----------------------------------------------------------------------------
-
-    def _finish(self) -> None:
-        waiter, self._waiter = self._waiter, None
-        assert self._headers is not None
-        body = self._body[0] if len(self._body) == 1 else b"".join(self._body)
-        response = Response(self._status, self._reason, self._headers, body)
-        keep = self._keep_alive and not self.closed
-        self._reset()
-        self.reused = True
-        if keep:
-            self.pool._release(self)
-        else:
-            self._abort()
-        if waiter is not None and not waiter.done():
-            waiter.set_result(response)
-
-    def _fail(self, error: BaseException) -> None:
-        waiter, self._waiter = self._waiter, None
-        self._abort()
-        if waiter is not None and not waiter.done():
-            waiter.set_exception(error)
-
-    def _reset(self) -> None:
-        self._headers = None
-        self._body = []
-        self._pending = b""
-        self._length = -1
-        self._chunked = False
-        self._got_bytes = False
-
-    def _abort(self) -> None:
-        self.closed = True
-        self.pool._forget(self)
-        if self.transport is not None:
-            self.transport.abort()
-
-    def timed_out(self) -> None:
-        self._fail(TimeoutError(f"no complete answer from {self.pool.origin.host_header} "
-                                f"within {self.pool.read_timeout:.0f} s"))
-
-    # -- sending -------------------------------------------------------------------------------
-
-    def send(self, head: bytes, body: bytes, head_only: bool, max_body: int | None,
-             waiter: asyncio.Future[Response], deadline: float) -> None:
-        assert self.transport is not None
-        self._waiter = waiter
-        self._head_only = head_only
-        self._max_body = max_body
-        self.deadline = deadline
-        if body:
-            self.transport.writelines((head, body))
-        else:
-            self.transport.write(head)
-
-
 class ConnectionPool:
     """Persistent HTTP/1.1 connections to one origin, at most ``max_connections`` of them.
 
@@ -298,6 +55,8 @@ class ConnectionPool:
 
     def __init__(self, origin: Origin, max_connections: int, *,
                  ssl_context: ssl.SSLContext | None = None,
+                 proxy: Proxy | None = None,
+                 ca_source: str = "the system's certificate store",
                  connect_timeout: float = CONNECT_TIMEOUT_S,
                  read_timeout: float = READ_TIMEOUT_S,
                  idle_timeout: float = IDLE_TIMEOUT_S) -> None:
@@ -310,13 +69,26 @@ class ConnectionPool:
         self.idle_timeout = idle_timeout
         self._ssl = (ssl_context or ssl.create_default_context()) if origin.scheme == "https" \
             else None
-        self._idle: collections.deque[_Connection] = collections.deque()
-        self._busy: set[_Connection] = set()
+        self._idle: collections.deque[Connection] = collections.deque()
+        self._busy: set[Connection] = set()
         self._opening = 0
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._sweeper: asyncio.Task[None] | None = None
         self._closed = False
-        self._prefix = f"\r\nHost: {origin.host_header}\r\n"
+        self._prefix = f"\r\nHost: {origin.host_header}\r\nUser-Agent: {USER_AGENT}\r\n"
+        #: through a proxy (``transport.py``): an https origin by a CONNECT tunnel per
+        #: connection, an http one by requests in absolute form, sent to the proxy
+        self.proxy = proxy
+        self.ca_source = ca_source
+        self._forward = proxy is not None and origin.scheme == "http"
+        self._target_base = ""
+        if self._forward:
+            assert proxy is not None
+            self._target_base = f"http://{origin.host_header}"
+            if proxy.authorization:
+                self._prefix += f"Proxy-Authorization: {proxy.authorization}\r\n"
+        # a timeout is noticed within a quarter of it (a second at most)
+        self._sweep_interval = min(_SWEEP_INTERVAL_S, max(0.01, read_timeout / 4))
         #: requests sent, and connections opened, over the pool's life (statistics)
         self.requests = 0
         self.connections_opened = 0
@@ -347,7 +119,11 @@ class ConnectionPool:
         lines = "".join([f"{k}: {v}\r\n" for k, v in headers.items()])
         if "content-length" not in headers:
             lines += f"Content-Length: {len(body)}\r\n"
-        head = f"{method} {target} HTTP/1.1{self._prefix}{lines}\r\n".encode("latin-1")
+        elif self._forward:  # a proxy that rewrites the head may add its own Content-Length
+            # beside a lower-case one (proxy.py 2.4 does): the header as it spells it
+            lines = lines.replace("content-length:", "Content-Length:", 1)
+        head = (f"{method} {self._target_base}{target} HTTP/1.1{self._prefix}{lines}\r\n"
+                .encode("latin-1"))
         head_only = method == "HEAD"
         for attempt in (1, 2):
             conn = self._idle_connection() or await self._acquire()
@@ -356,11 +132,17 @@ class ConnectionPool:
             self.requests += 1
             conn.send(head, body, head_only, max_body, waiter, time.monotonic() + self.read_timeout)
             try:
-                return await waiter
+                response = await waiter
+                if self._forward and response.status == 407:
+                    assert self.proxy is not None
+                    refused = refused_by_proxy(self.proxy, self.origin, 407, response.reason)
+                    assert refused is not None
+                    raise refused
+                return response
             except ConnectionResetError as e:
                 stale = getattr(e, "reused", False) and not getattr(e, "got_bytes", True)
-                if attempt == 1 and stale and idempotent:
-                    continue
+                if attempt == 1 and ((stale and idempotent) or getattr(e, "unsent", False)):
+                    continue  # (a request never written is safe to send whatever it is)
                 raise
             except asyncio.CancelledError:
                 # only while the connection still serves this request: once its answer is
@@ -371,7 +153,7 @@ class ConnectionPool:
                 raise
         raise AssertionError("unreachable")
 
-    def _idle_connection(self) -> _Connection | None:
+    def _idle_connection(self) -> Connection | None:
         """An idle connection fit to reuse, taken (or ``None``)."""
         if self._closed or not self._idle:
             return None
@@ -387,7 +169,7 @@ class ConnectionPool:
             return conn
         return None
 
-    async def _acquire(self) -> _Connection:
+    async def _acquire(self) -> Connection:
         while True:
             if self._closed:
                 raise ConnectionError(f"pool for {self.origin.host_header} is closed")
@@ -405,17 +187,17 @@ class ConnectionPool:
                     self._waiters.remove(waiter)
                 raise
 
-    async def _open(self) -> _Connection:
+    async def _open(self) -> Connection:
         loop = asyncio.get_running_loop()
         self._opening += 1
         try:
-            _, conn = await asyncio.wait_for(loop.create_connection(
-                lambda: _Connection(self), self.origin.host, self.origin.port, ssl=self._ssl,
-                server_hostname=self.origin.host if self._ssl is not None else None),
-                self.connect_timeout)
+            conn = await asyncio.wait_for(connect(
+                loop, lambda: Connection(self), self.origin, self._ssl, self.proxy,
+                self.ca_source), self.connect_timeout)
         except TimeoutError:
-            raise TimeoutError(f"could not connect to {self.origin.host_header} within "
-                               f"{self.connect_timeout:.0f} s") from None
+            via = f" through {self.proxy.describe()}" if self.proxy is not None else ""
+            raise TimeoutError(f"could not connect to {self.origin.host_header}{via} within "
+                               f"{self.connect_timeout:g} s") from None
         finally:
             self._opening -= 1
             self._wake()
@@ -425,7 +207,7 @@ class ConnectionPool:
             self._sweeper = loop.create_task(self._sweep())
         return conn
 
-    def _release(self, conn: _Connection) -> None:
+    def _release(self, conn: Connection) -> None:
         self._busy.discard(conn)
         if self._closed:
             conn._abort()
@@ -435,7 +217,7 @@ class ConnectionPool:
         self._idle.append(conn)
         self._wake()
 
-    def _forget(self, conn: _Connection) -> None:
+    def _forget(self, conn: Connection) -> None:
         self._busy.discard(conn)
         with contextlib.suppress(ValueError):
             self._idle.remove(conn)
@@ -452,7 +234,7 @@ class ConnectionPool:
         """Fail requests that have waited past their deadline (one timer for the pool, not
         one per request)."""
         while self._busy or self._idle:
-            await asyncio.sleep(_SWEEP_INTERVAL_S)
+            await asyncio.sleep(self._sweep_interval)
             now = time.monotonic()
             for conn in [c for c in self._busy if c.deadline and c.deadline < now]:
                 conn.timed_out()

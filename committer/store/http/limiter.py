@@ -13,13 +13,29 @@ limit is additive-increase / multiplicative-decrease, as TCP's congestion window
   doubling every round trip, until a window refuses at least ``1/GROWTH`` of its answers (or
   ``maximum``), or until the service's latency says more requests only queue (below);
 - **increase**: afterwards by one per ``GROWTH`` answers not refused, about ``1/GROWTH`` of
-  itself per round trip.
+  itself per round trip; **gently near the last cut**: while the refusals are the account's
+  rate answering (below), from ``NEAR`` under the limit the last cut left to ``NEAR`` over
+  it, by one per ``GENTLE`` answers only, about ``1/GENTLE`` of itself a round trip.
 
 Against an account's rate, the share refused grows the further over the rate the limit is, so
-the limit falls as far as it must, and settles where about ``1/GROWTH`` of the answers are
-refusals. A service refusing a few requests whatever the rate costs the limit a few percent a
-window, which growth wins back: with a fixed cut per window instead, 5% of the answers
-refused at random took the limit down to ``minimum`` and 100,000 renames to 13 minutes.
+the limit falls as far as it must. Growing by ``1/GROWTH`` a round trip, it then circled
+above the rate: the refusals of one window cut the limit a round trip after they were sent,
+and meanwhile it grew again, so it settled where about ``1/GROWTH`` of the answers were
+refusals (1,000,000 renames against a 10,000/s account: 11.9% refused; 14.7% at 3,000/s).
+The limit a cut leaves is the estimate of the rate, so near it the limit now creeps (CUBIC's
+plateau, in round trips rather than time): each crossing of the rate costs a refused share of
+about the growth of a round trip or two.
+
+The refusals are taken as the rate's while at least ``CLEAN`` of the last ``CLEAN_OF`` windows
+had none: under an account's rate the requests one limit sends in a round trip vary with the
+latency (about 12% over a hundred requests), so a limit near the rate has windows with and
+without refusals. Refusals that come whatever the rate (a service refusing 5% at random)
+leave hardly a window of a few dozen answers without one, and growth keeps its full pace,
+which wins back their few percent a window: with a fixed cut per window, or a creeping
+growth, 5% of the answers refused at random took the limit down to ``minimum`` and 100,000
+renames to 13 minutes. (A judgement of each cut by the window after it, tried first, was
+fooled by that variation: a refused share that happened to fall made growth creep under
+random refusals too, down to ``minimum`` in a model of the account.)
 
 A service that does not refuse but slows down (an emulator answering a few hundred requests a
 second; a client whose own CPU is busy) would otherwise get ``maximum`` requests queued and as
@@ -45,6 +61,13 @@ import time
 __all__ = ["AdaptiveLimit"]
 
 GROWTH = 16
+#: near the limit the last cut left (within this share of it), growth is one place per GENTLE
+#: good answers (about 1/GENTLE of itself a round trip), while the account's refusals are the
+#: rate's: at least CLEAN of the last CLEAN_OF windows had none (refusals whatever the rate,
+#: 5% at random, leave hardly a window of a few dozen answers without one)
+NEAR = 1 / 8
+GENTLE = 100
+CLEAN, CLEAN_OF = 2, 4
 #: the most one window's refusals cut the limit by
 MAX_CUT = 0.5
 #: HyStart++'s constants (RFC 9406): answers a window needs to judge its latency, the rise
@@ -80,6 +103,10 @@ class AdaptiveLimit:
         self._refused = 0.0
         self._window = self.limit  # answers that make this window: the limit as it began
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        # the limit the last cut left (the estimate of the account's rate; 0: no cut yet),
+        # and which of the last CLEAN_OF windows had no refusal (a bit each, newest lowest)
+        self._ceiling = 0
+        self._clean = 0
         #: throttled answers seen, cuts made, slow starts ended by latency (statistics)
         self.throttled = 0
         self.cuts = 0
@@ -123,7 +150,7 @@ class AdaptiveLimit:
             self.throttled += 1
         elif self.limit < self.maximum:
             self._credit += 1
-            step = (CSS_STEP if self._css else 1) if self._slow_start else GROWTH
+            step = (CSS_STEP if self._css else 1) if self._slow_start else self._growth_step()
             if self._credit >= step:
                 self._credit = 0
                 self.limit += 1
@@ -156,6 +183,7 @@ class AdaptiveLimit:
         self._answered, self._refused = 0, 0.0
         if self._slow_start:
             self._judge_latency()
+        self._clean = ((self._clean << 1) | (not share)) & ((1 << CLEAN_OF) - 1)
         if share:
             if share * GROWTH >= 1:
                 self._slow_start, self._css = False, 0
@@ -182,11 +210,23 @@ class AdaptiveLimit:
             self._css, self._css_baseline = CSS_WINDOWS, fastest
             self.delay_exits += 1
 
+    def _growth_step(self) -> int:
+        """Good answers per place added after slow start: ``GROWTH``, or near the limit the
+        last cut left, while windows without refusals say they are the account's rate's,
+        ``GENTLE`` (a window is as many answers as the limit: 1/GENTLE of itself a round
+        trip)."""
+        ceiling = self._ceiling
+        if (self._clean.bit_count() >= CLEAN and ceiling
+                and ceiling * (1 - NEAR) <= self.limit <= ceiling * (1 + NEAR)):
+            return GENTLE
+        return GROWTH
+
     def _cut(self, share: float) -> None:
         """Take ``share`` of the limit off (rounded, at least one), not below the minimum."""
         self._epoch += 1
         self.cuts += 1
         self.limit = max(self.minimum, self.limit - max(1, round(self.limit * share)))
+        self._ceiling = self.limit
         self._note()
 
     def _note(self) -> None:

@@ -1,6 +1,7 @@
 """The values a request and its answer are made of: where it goes (:class:`Origin`), the
 answer (:class:`Response`, its headers found in the text they arrived in), and the one failure
-an answer's size can raise (:class:`BodyTooLarge`).
+an answer's size can raise (:class:`BodyTooLarge`), the one a malformed answer raises
+(:class:`BadAnswer`), and the client's ``User-Agent``.
 
 Kept apart from ``connection.py`` (the pool and the parser of answers as bytes arrive), so that
 backends and batch parsing need only these.
@@ -12,7 +13,36 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-__all__ = ["BodyTooLarge", "Origin", "Response", "find_header"]
+__all__ = ["USER_AGENT", "BadAnswer", "BodyTooLarge", "Origin", "Response", "find_header"]
+
+
+def _user_agent() -> str:
+    """``spark-manifest-committer/<version>``: a service's logs (and a support ticket) can
+    tell this client's requests from others'. The version is the installed package's, else
+    the one the source declares (a checkout run without installing)."""
+    try:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return f"spark-manifest-committer/{version('spark-manifest-committer')}"
+        except PackageNotFoundError:
+            pass
+    except ImportError:  # pragma: no cover - importlib.metadata is in every supported Python
+        pass
+    from committer import __version__
+
+    return f"spark-manifest-committer/{__version__}"
+
+
+#: the ``User-Agent`` of every request of the client
+USER_AGENT = _user_agent()
+
+
+class BadAnswer(ConnectionError):
+    """The answer broke HTTP/1.1's grammar or framing (a malformed status line or header, a
+    broken chunk, a head too long): the connection is dropped and, as with a reset, the
+    request's outcome is unknown. A ``ConnectionError``, so the backends treat it as the
+    transient failure it is (``TransientStoreError``)."""
 
 
 class BodyTooLarge(Exception):
@@ -31,13 +61,17 @@ class Response:
     two headers (an error code, an etag), and splitting twenty of them into a dictionary per
     answer would cost more than the rest of the answer's handling. :meth:`header` finds one
     in the text; :attr:`headers` builds the whole mapping (names lower-case, repeated ones
-    joined by ", ") the first time it is asked for."""
+    joined by ", ") the first time it is asked for.
 
-    __slots__ = ("_dict", "_head", "_lower", "body", "reason", "status")
+    ``request_id``: the id the client gave the request this answers (Azure's
+    ``x-ms-client-request-id``), set by the backend that sent it, for its error messages."""
+
+    __slots__ = ("_dict", "_head", "_lower", "body", "reason", "request_id", "status")
 
     def __init__(self, status: int, reason: str, headers: str | Mapping[str, str],
                  body: bytes) -> None:
         self.status = status
+        self.request_id = ""
         self.reason = reason
         self.body = body
         self._lower: str | None = None

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, TypeVar
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_random_exponential
 
 from committer import statistics as st
-from committer.config import CommitterConfig
+from committer.config import DEFAULT_CLOUD_RATE_LIMIT, CommitterConfig
 from committer.errors import PathNotFoundError, StoreError, TransientStoreError
 from committer.statistics import Tally
 from committer.store.base import FileStatus, Store
@@ -48,18 +48,41 @@ class PacedCalls:
         self.backend = backend
         self.config = config or CommitterConfig()
         self.stats = stats or st.IOStatistics()
-        if limiter is None and self.config.io_rate_limit > 0:
-            limiter = RateLimiter(self.config.io_rate_limit)
+        if limiter is None and self.rate_limit > 0:
+            limiter = RateLimiter(self.rate_limit)
         self.limiter = limiter
         self._fanout: FanOut | None = None
 
+    @property
+    def rate_limit(self) -> int:
+        """The static cap in operations a second (0: none): ``io.rate.limit`` when set, else
+        the default on a store whose service limits requests per account."""
+        if self.config.io_rate_limit is not None:
+            return self.config.io_rate_limit
+        return DEFAULT_CLOUD_RATE_LIMIT if self.backend.account_rate_limited else 0
+
+    def rate_limit_held_s(self) -> float:
+        """Wall seconds so far during which some call waited on the static cap."""
+        return self.limiter.held_seconds() if self.limiter is not None else 0.0
+
+    def _backed_off(self, statistic: str | None, seconds: float) -> None:
+        """Record a wait after a throttled answer (``statistic``: the operation's name)."""
+        if seconds > 0:
+            self.stats.timed(st.STORE_IO_THROTTLE_BACKOFF, seconds)
+            if statistic == st.OP_RENAME:
+                self.stats.timed(st.OP_RENAME_THROTTLE_BACKOFF, seconds)
+
     # -- the mechanism -------------------------------------------------------------------------
 
-    def _retrying(self) -> Retrying:
+    def _retrying(self, statistic: str | None = None) -> Retrying:
         cfg = self.config
 
         def counted(state: RetryCallState) -> None:
             self.stats.incr(st.STORE_IO_RETRY)
+            error = state.outcome.exception() if state.outcome is not None else None
+            if isinstance(error, TransientStoreError) and error.throttled:
+                sleep = state.next_action.sleep if state.next_action is not None else 0.0
+                self._backed_off(statistic, float(sleep))
 
         # "full jitter": a random wait up to an exponentially growing bound, so clients
         # throttled together do not retry together; never shorter than the service asked
@@ -89,32 +112,39 @@ class PacedCalls:
             reraise=True,
         )
 
-    def _honour(self, error: TransientStoreError) -> None:
+    def _honour(self, error: TransientStoreError, statistic: str | None = None) -> None:
         """Before the first retry (which tenacity runs at once): the wait the service asked
         for, if it asked (``Retry-After``)."""
         asked = _asked_wait(error, self.config)
         if asked > 0:
             time.sleep(asked)
+            if error.throttled:
+                self._backed_off(statistic, asked)
 
-    def _pace(self) -> None:
+    def _pace(self, statistic: str | None = None) -> None:
         if self.limiter is not None:
             waited = self.limiter.acquire()
             if waited > 0:
-                self.stats.timed(st.STORE_IO_RATE_LIMITED, waited)
+                self._rate_limited(statistic, waited)
+
+    def _rate_limited(self, statistic: str | None, waited: float) -> None:
+        self.stats.timed(st.STORE_IO_RATE_LIMITED, waited)
+        if statistic == st.OP_RENAME:
+            self.stats.timed(st.OP_RENAME_RATE_LIMITED, waited)
 
     def call(self, statistic: str, fn: Callable[[], T]) -> T:
         """Run one store operation with pacing, timing and retries of transient failures."""
-        self._pace()
+        self._pace(statistic)
         t0 = time.perf_counter()
         try:
             result = fn()
         except TransientStoreError as e:
             self.stats.timed(statistic, time.perf_counter() - t0, failed=True)
             self.stats.incr(st.STORE_IO_THROTTLED)
-            self._honour(e)
-            for attempt in self._retrying():
+            self._honour(e, statistic)
+            for attempt in self._retrying(statistic):
                 with attempt:
-                    self._pace()
+                    self._pace(statistic)
                     t0 = time.perf_counter()
                     try:
                         result = fn()
@@ -129,7 +159,7 @@ class PacedCalls:
         self.stats.timed(statistic, time.perf_counter() - t0)
         return result
 
-    def _pace_many(self, n: int) -> None:
+    def _pace_many(self, n: int, statistic: str | None = None) -> None:
         if self.limiter is None:
             return
         waited, cap = 0.0, max(1, int(self.limiter.rate))
@@ -138,7 +168,7 @@ class PacedCalls:
             waited += self.limiter.acquire(take)
             n -= take
         if waited > 0:
-                self.stats.timed(st.STORE_IO_RATE_LIMITED, waited)
+            self._rate_limited(statistic, waited)
 
     def stat(self, path: str) -> FileStatus:
         return self.call(st.OP_GET_FILE_STATUS, lambda: self.backend.stat(path))

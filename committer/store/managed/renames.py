@@ -41,7 +41,7 @@ class RecoveringRenames(PacedCalls):
         self, src: str, dst: str, *, size: int | None = None, etag: str | None = None
     ) -> None:
         """Rename one file without replacing anything, recovering as the module doc says."""
-        self._pace()
+        self._pace(st.OP_RENAME)
         t0 = time.perf_counter()
         try:
             self.backend.rename_file(src, dst)
@@ -49,7 +49,7 @@ class RecoveringRenames(PacedCalls):
             self.stats.timed(st.OP_RENAME, time.perf_counter() - t0, failed=True)
             if isinstance(e, TransientStoreError):
                 self.stats.incr(st.STORE_IO_THROTTLED)
-                self._honour(e)
+                self._honour(e, st.OP_RENAME)
             self._rename_slow_path(src, dst, size, etag)
             return
         except StoreError:
@@ -71,7 +71,8 @@ class RecoveringRenames(PacedCalls):
                 or not self.backend.native_batches or self.backend.fanout_options() is None):
             yield
             return
-        fan = fanout.FanOut(location, entries, processes, pace=self._pace_many,
+        fan = fanout.FanOut(location, entries, processes,
+                            pace=lambda n: self._pace_many(n, st.OP_RENAME),
                             here=lambda batch: self._rename_batch_here(batch, paced=True),
                             stats=self.stats, worker_config=self.worker_config)
         self._fanout = fan
@@ -120,7 +121,7 @@ class RecoveringRenames(PacedCalls):
         try:
             while i < n:
                 if backend.native_batches and not paced:
-                    self._pace_many(n - i)
+                    self._pace_many(n - i, st.OP_RENAME)
                 t0 = clock()
                 reached, failures = backend.rename_batch(entries, i)
                 tally.timed_many(st.OP_RENAME, reached - i - len(failures), clock() - t0)
@@ -129,6 +130,8 @@ class RecoveringRenames(PacedCalls):
                     self._send_again(entries, again, tally)
                 i = reached
         finally:
+            for name, count in backend.take_counters().items():
+                tally.incr(name, count)
             self.stats.merge(tally)
 
     def _settle(self, entries: Sequence[tuple[str, str, int | None, str | None]],
@@ -197,9 +200,12 @@ class RecoveringRenames(PacedCalls):
                         cfg.retry_initial_delay_ms / 1000.0 * 2 ** min(attempt, 30))
             asked = max(_asked_wait(error, cfg) for _, error in pending)
             tally.incr(st.STORE_IO_RETRY)
-            time.sleep(max(random.uniform(0, bound), asked))
+            wait = max(random.uniform(0, bound), asked)
+            time.sleep(wait)
+            if any(e.throttled for _, e in pending):
+                self._backed_off(st.OP_RENAME, wait)
             again = [entries[index] for index, _ in pending]
-            self._pace_many(len(again))
+            self._pace_many(len(again), st.OP_RENAME)
             t0 = time.perf_counter()
             _, failures = self.backend.rename_batch(again, 0)
             tally.timed_many(st.OP_RENAME, len(again) - len(failures), time.perf_counter() - t0)
@@ -210,9 +216,9 @@ class RecoveringRenames(PacedCalls):
 
     def _rename_slow_path(self, src: str, dst: str, size: int | None, etag: str | None) -> None:
         parent_retried = False
-        for attempt in self._retrying():
+        for attempt in self._retrying(st.OP_RENAME):
             with attempt:
-                self._pace()
+                self._pace(st.OP_RENAME)
                 if not self.backend.exists(src):
                     self._recover_vanished_source(src, dst, size, etag)
                     return

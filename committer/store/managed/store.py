@@ -157,7 +157,11 @@ class ManagedStore(RecoveringRenames):
         return self.call(st.OP_DELETE, lambda: self.backend.delete_file(path))
 
     def delete_tree(self, path: str) -> bool:
-        return self.call(st.OP_DELETE, lambda: self.backend.delete_tree(path))
+        try:
+            return self.call(st.OP_DELETE, lambda: self.backend.delete_tree(path))
+        finally:
+            for name, count in self.backend.take_counters().items():
+                self.stats.incr(name, count)
 
     def remove_dir_if_empty(self, path: str) -> bool:
         return self.call(st.OP_DELETE, lambda: self.backend.remove_dir_if_empty(path))

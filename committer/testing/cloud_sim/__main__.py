@@ -25,6 +25,7 @@ import json
 import os
 import resource
 import signal
+import ssl
 import stat
 import sys
 from typing import Any
@@ -72,12 +73,17 @@ def _raise_fd_limit() -> None:
 def build_services(options: SimOptions, core: Core,
                    ns: Namespace) -> dict[str, Service]:
     """The data services of ``options.service``, by port name."""
+    services: dict[str, Service]
     if options.service == "gcs":
-        return {"gcs": GcsService(core, ns, move=options.gcs_move)}
-    verifier = (SharedKeyVerifier(AZURITE_ACCOUNT, AZURITE_KEY)
-                if options.verify_signatures else None)
-    return {"blob": BlobService(core, ns, AZURITE_ACCOUNT, verifier),
-            "dfs": DfsService(core, ns, AZURITE_ACCOUNT, verifier)}
+        services = {"gcs": GcsService(core, ns, move=options.gcs_move)}
+    else:
+        verifier = (SharedKeyVerifier(AZURITE_ACCOUNT, AZURITE_KEY)
+                    if options.verify_signatures else None)
+        services = {"blob": BlobService(core, ns, AZURITE_ACCOUNT, verifier),
+                    "dfs": DfsService(core, ns, AZURITE_ACCOUNT, verifier)}
+    for svc in services.values():
+        svc.bearer_token = options.bearer_token
+    return services
 
 
 async def serve(options: SimOptions, stop: asyncio.Event) -> None:
@@ -89,11 +95,15 @@ async def serve(options: SimOptions, stop: asyncio.Event) -> None:
     core = Core(loop, latency, bucket, Faults(options.seed),
                 retry_after_s=options.retry_after_s)
     services = build_services(options, core, ns)
+    tls = None
+    if options.tls_cert is not None and options.tls_key is not None:
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(options.tls_cert, options.tls_key)
     ready: dict[str, Any] = {"service": options.service}
     servers = []
     for name, svc in services.items():
-        server = await loop.create_server(lambda s=svc: HttpProtocol(core, s),  # type: ignore[misc]
-                                          HOST, 0, backlog=4096)
+        server = await loop.create_server(lambda s=svc: HttpProtocol(core, s),
+                                          HOST, 0, backlog=4096, ssl=tls)
         servers.append(server)
         ready[name] = server.sockets[0].getsockname()[1]
     info = {"options": options.__dict__, "ports": dict(ready)}

@@ -4,8 +4,8 @@ throttled answer, conditional headers, etags and request ids.
 Authentication (checked first when a request is carried out): ``Authorization: SharedKey
 <account>:<signature>`` is verified against the account key (:mod:`shared_key`; a mismatch is
 403 ``AuthenticationFailed``) unless verification is off; a SAS (``sig=`` in the query) or
-``Authorization: Bearer ...`` is accepted on presence; anything else is 403
-``NoAuthenticationInformation``.
+``Authorization: Bearer ...`` is accepted on presence (with ``SimOptions.bearer_token`` set,
+only that token: 401 otherwise); anything else is 403 ``NoAuthenticationInformation``.
 
 Errors carry ``x-ms-error-code`` and the message as the reason phrase (as the service and
 Azurite do), with an XML ``<Error>`` body on the Blob endpoint and JSON ``{"error": {...}}`` on
@@ -69,6 +69,8 @@ class AzureService(Service):
     """The shared half of the two Azure endpoints."""
 
     json_errors = False
+    #: the one bearer token accepted (``SimOptions.bearer_token``); None: any, on presence
+    bearer_token: str | None = None
     _handlers: Mapping[str, Callable[[Request], Reply]]
 
     def __init__(self, core: Core, ns: Namespace, account: str,
@@ -143,6 +145,11 @@ class AzureService(Service):
             raise AzureError(403, "AuthenticationFailed", "Server failed to authenticate the "
                              "request. Make sure the value of Authorization header is formed "
                              "correctly including the signature.")
+        if auth.startswith("Bearer ") and self.bearer_token is not None:
+            if auth[7:].strip() == self.bearer_token:
+                return
+            raise AzureError(401, "InvalidAuthenticationInfo", "Server failed to authenticate "
+                             "the request. The bearer token is not the one expected.")
         if auth.startswith("Bearer ") or "sig=" in req.raw_query:
             return  # presence only
         raise AzureError(403, "NoAuthenticationInformation", "Server failed to authenticate "

@@ -156,6 +156,9 @@ def _not_found(bucket: str, key: str | None = None) -> GcsError:
 
 class GcsService(Service):
     name = "gcs"
+    #: the one bearer token accepted (``SimOptions.bearer_token``); None: no check (as
+    #: fake-gcs-server, which takes unauthenticated requests)
+    bearer_token: str | None = None
 
     def __init__(self, core: Core, ns: Namespace, *, move: bool) -> None:
         self.core = core
@@ -191,6 +194,10 @@ class GcsService(Service):
 
     def execute(self, req: Request, op: str) -> Reply:
         try:
+            if self.bearer_token is not None and (req.headers.get("authorization", "")
+                                                  != f"Bearer {self.bearer_token}"):
+                raise GcsError(401, "required", "Anonymous caller does not have access or "
+                               "the bearer token is not the one expected.")
             return self._handlers[op](req)
         except GcsError as e:
             return self.error_reply(req, e.status, e.reason, e.message)
@@ -507,8 +514,12 @@ class GcsService(Service):
 
     def _batch(self, req: Request) -> Reply:
         parts = []
+        outer = req.headers.get("authorization")
         for sub in req.sub:
-            reply = self.core.answer_part(self, Request.of_part(sub), _BATCHED, _NOT_BATCHED)
+            part = Request.of_part(sub)
+            if outer is not None and "authorization" not in part.headers:
+                part.headers["authorization"] = outer  # a part without its own: the batch's
+            reply = self.core.answer_part(self, part, _BATCHED, _NOT_BATCHED)
             cid = sub.content_id.strip().strip("<>")
             head = reply.head + f"Content-Length: {len(reply.body)}\r\n"
             parts.append(SubResponse(f"<response-{cid}>" if cid else "", reply.status,

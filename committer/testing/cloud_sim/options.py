@@ -28,6 +28,13 @@ class SimOptions:
     #: serve the GCS objects move API (fake-gcs-server refuses it: 400)
     gcs_move: bool = False
     verify_signatures: bool = True
+    #: when set, a bearer token is accepted only if it is this one (401 otherwise): a test of
+    #: a token provider proves the token it fetched was the one sent
+    bearer_token: str | None = None
+    #: serve the data ports over HTTPS with this certificate chain and key (PEM files; the
+    #: control port stays plain HTTP)
+    tls_cert: str | None = None
+    tls_key: str | None = None
 
     def __post_init__(self) -> None:
         if self.service not in SERVICES:
@@ -38,6 +45,8 @@ class SimOptions:
             raise ValueError(f"p99_ms ({self.p99_ms}) is below latency_ms ({self.latency_ms})")
         if self.ops_limit < 0 or self.burst_s <= 0:
             raise ValueError("ops_limit must be >= 0 and burst_s > 0")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key go together")
         if self.retry_after_s is not None and self.retry_after_s < 0:
             raise ValueError("retry_after_s must not be negative")
 
@@ -54,6 +63,10 @@ class SimOptions:
             out.append("--gcs-move")
         if not self.verify_signatures:
             out.append("--no-verify-signatures")
+        if self.bearer_token is not None:
+            out += ["--bearer-token", self.bearer_token]
+        if self.tls_cert is not None and self.tls_key is not None:
+            out += ["--tls-cert", self.tls_cert, "--tls-key", self.tls_key]
         return out
 
 
@@ -80,6 +93,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="serve the GCS objects move API (default: 400, as fake-gcs-server)")
     p.add_argument("--no-verify-signatures", action="store_true",
                    help="accept any SharedKey signature")
+    p.add_argument("--bearer-token", default=None,
+                   help="the only bearer token accepted (default: any, on presence)")
+    p.add_argument("--tls-cert", default=None,
+                   help="serve the data ports over HTTPS with this PEM certificate chain")
+    p.add_argument("--tls-key", default=None, help="the PEM private key of --tls-cert")
     p.add_argument("--parent-pid", type=int, default=None,
                    help="exit when this process (the parent) dies (Linux: PR_SET_PDEATHSIG)")
     return p
@@ -93,7 +111,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[SimOptions, int | None]:
             service=args.service, latency_ms=args.latency_ms, p99_ms=args.p99_ms,
             ops_limit=args.ops_limit, burst_s=args.burst_s, retry_after_s=args.retry_after_s,
             seed=args.seed, gcs_move=args.gcs_move,
-            verify_signatures=not args.no_verify_signatures)
+            verify_signatures=not args.no_verify_signatures, bearer_token=args.bearer_token,
+            tls_cert=args.tls_cert, tls_key=args.tls_key)
     except ValueError as e:
         _parser().error(str(e))
     return options, args.parent_pid

@@ -138,16 +138,21 @@ class CloudSim:
         return self.ports[name]
 
     @property
+    def data_scheme(self) -> str:
+        """``https`` when the data ports serve TLS (``SimOptions.tls_cert``), else ``http``."""
+        return "https" if self.options.tls_cert is not None else "http"
+
+    @property
     def blob_endpoint(self) -> str:
-        return f"http://{HOST}:{self._port('blob')}/{AZURITE_ACCOUNT}"
+        return f"{self.data_scheme}://{HOST}:{self._port('blob')}/{AZURITE_ACCOUNT}"
 
     @property
     def dfs_endpoint(self) -> str:
-        return f"http://{HOST}:{self._port('dfs')}/{AZURITE_ACCOUNT}"
+        return f"{self.data_scheme}://{HOST}:{self._port('dfs')}/{AZURITE_ACCOUNT}"
 
     @property
     def gcs_endpoint(self) -> str:
-        return f"http://{HOST}:{self._port('gcs')}"
+        return f"{self.data_scheme}://{HOST}:{self._port('gcs')}"
 
     @property
     def control_endpoint(self) -> str:
@@ -155,7 +160,7 @@ class CloudSim:
 
     @property
     def connection_string(self) -> str:
-        return (f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};"
+        return (f"DefaultEndpointsProtocol={self.data_scheme};AccountName={AZURITE_ACCOUNT};"
                 f"AccountKey={AZURITE_KEY};BlobEndpoint={self.blob_endpoint};")
 
     @property

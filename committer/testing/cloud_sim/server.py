@@ -197,6 +197,8 @@ class Service:
     name = "service"
     #: the control API: no statistics, faults, throttle or latency
     control = False
+    #: the one bearer token a data service accepts (``SimOptions.bearer_token``); None: any
+    bearer_token: str | None = None
 
     def route(self, req: Request) -> str:
         """The operation ``req`` asks for (noting what it found on ``req``)."""

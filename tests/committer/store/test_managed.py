@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from committer.config import CommitterConfig
 from committer.errors import (
     AmbiguousRenameError,
     PathExistsError,
@@ -492,3 +493,64 @@ def test_identify_sources_is_counted_as_what_it_costs(tmp_path: Path, local: boo
         assert counters[st.OP_LIST_STATUS] == 1 and st.OP_GET_FILE_STATUS not in counters
     out, mismatches = store.identify_sources(str(tmp_path / "absent"), entries[:2])
     assert sorted(mismatches) == [(0, None), (1, None)]
+
+
+class _AccountStore(LocalStore):
+    """Local disk standing in for a store whose service limits requests per account."""
+
+    account_rate_limited = True
+
+
+def test_the_static_cap_defaults_to_10000_a_second_on_cloud_stores_only() -> None:
+    from committer.config import DEFAULT_CLOUD_RATE_LIMIT
+
+    assert DEFAULT_CLOUD_RATE_LIMIT == 10_000
+    cloud = ManagedStore(_AccountStore(), CommitterConfig())
+    assert cloud.rate_limit == 10_000 and cloud.limiter is not None
+    assert cloud.limiter.rate == 10_000
+    # set: that cap, or none at all with 0
+    assert ManagedStore(_AccountStore(), CommitterConfig(io_rate_limit=50)).rate_limit == 50
+    assert ManagedStore(_AccountStore(), CommitterConfig(io_rate_limit=0)).limiter is None
+    # local disk: no cap unless one is set
+    assert ManagedStore(LocalStore(), CommitterConfig()).limiter is None
+    assert ManagedStore(LocalStore(), CommitterConfig(io_rate_limit=50)).rate_limit == 50
+    # the worker processes of a fanned-out commit never cap again (the commit paced for them)
+    assert cloud.worker_config().io_rate_limit == 0
+
+
+def test_the_cloud_backends_declare_their_account_limit() -> None:
+    from committer.store.azure.store import AzureStore
+    from committer.store.gcs.store import GcsStore
+
+    assert AzureStore.account_rate_limited and GcsStore.account_rate_limited
+    assert not LocalStore.account_rate_limited
+
+
+def test_held_seconds_is_the_wall_time_someone_waited_not_the_waits_added_up() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    limiter = RateLimiter(200)
+    limiter.acquire(200)  # the burst
+    assert limiter.held_seconds() == 0.0
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(8) as pool:
+        waits = list(pool.map(lambda _: limiter.acquire(10), range(8)))  # 80 at 200/s: 0.4 s
+    elapsed = time.monotonic() - t0
+    held = limiter.held_seconds()
+    assert 0.3 <= held <= elapsed + 0.01
+    assert sum(waits) > 1.5 * held  # eight threads waiting side by side
+
+
+def test_waits_on_the_cap_and_throttling_backoff_are_recorded_for_renames(
+        tmp_path: Path) -> None:
+    backend = _ThrottlingBatches(refusals=1, retry_after=0.1)
+    store = ManagedStore(backend, fast_config(io_rate_limit=20, retry_max_delay_ms=1000))
+    store.rename_batch(_batch_entries(tmp_path, 30))  # 20 from the burst, 10 at 20/s
+    snapshot = store.stats.snapshot()
+    means = snapshot.meanstatistics
+    for name in ("store_io_rate_limited", "op_rename_rate_limited",
+                 "store_io_throttle_backoff", "op_rename_throttle_backoff"):
+        assert f"{name}.mean" in means, name
+    assert means["op_rename_rate_limited.mean"].sum >= 300  # 10 permits at 20/s: ~0.5 s
+    assert means["op_rename_throttle_backoff.mean"].sum >= 100  # the Retry-After asked
+    assert store.rate_limit_held_s() >= 0.3

@@ -23,7 +23,7 @@ from committer.store.azure.auth import (
     azure_auth,
     http_date,
 )
-from committer.store.credentials import scrub
+from committer.store.secrets import scrub
 from committer.testing.emulators import AZURITE_ACCOUNT, AZURITE_KEY
 
 DATE = "Wed, 25 Nov 2026 08:31:26 GMT"

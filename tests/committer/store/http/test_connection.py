@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
+import struct
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -11,7 +14,7 @@ import pytest
 
 from committer.store.http.connection import ConnectionPool
 from committer.store.http.loop import new_event_loop
-from committer.store.http.messages import BodyTooLarge, Origin, Response
+from committer.store.http.messages import USER_AGENT, BadAnswer, BodyTooLarge, Origin, Response
 
 # A reply is the bytes the server writes for one request, given the request's head; a list of
 # chunks is written with a pause between them (the client must put them back together), and
@@ -304,4 +307,118 @@ def test_a_request_cancelled_in_flight_closes_its_connection() -> None:
                 await slow
             assert (await pool.request("GET", "/", {})).body == b"y"
             assert pool.connections_opened == 2  # its answer would have been the next's
+    run(main)
+
+
+# -- regressions found by the fuzzer (test_connection_fuzz.py): each answer below was taken
+# -- as a success, or hung, before
+
+def _always(data: bytes) -> Reply:
+    return lambda head: data
+
+
+def _fails(reply: Reply, *, error: type[BaseException] = BadAnswer, read_timeout: float = 30.0,
+           max_body: int | None = None) -> None:
+    async def main() -> None:
+        async with serving(reply, read_timeout) as (server, pool):
+            with pytest.raises(error) as caught:
+                await pool.request("GET", "/", {}, max_body=max_body)
+            if error is not BodyTooLarge:
+                assert f"127.0.0.1:{server.port}" in str(caught.value)
+    run(main)
+
+
+def test_a_status_line_must_be_http_1() -> None:
+    for line in (b"FOO 200 OK", b"HTTP/1.1 2_00 OK", b"HTTP/1.1 +20 OK", b"HTTP/2 200 OK",
+                 b"HTTP/1.1 \xb2\xb3\xb9 OK", b"HTTP/1.1 600 X", b"HTTP/1.1 101 Switching"):
+        _fails(_always(line + b"\r\nContent-Length: 0\r\n\r\n"))
+
+
+def test_header_lines_must_follow_the_grammar() -> None:
+    # a line read one way here and another by the server's framing is how answers are misread
+    for line in (b"Content-Length : 2", b" folded", b"NoColon", b"X: a\nContent-Length: 2",
+                 b"X: \x00"):
+        _fails(_always(b"HTTP/1.1 200 OK\r\n" + line + b"\r\nContent-Length: 2\r\n\r\nab"))
+
+
+def test_lengths_are_digits_and_agree() -> None:
+    for value in (b"-1", b"+2", b"0_2", b"0x2", b"2, 3", b"\xb2"):
+        _fails(_always(b"HTTP/1.1 200 OK\r\nContent-Length: " + value + b"\r\n\r\nab"))
+    _fails(lambda head: b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nab")
+
+
+def test_chunk_framing_is_checked() -> None:
+    for body in (b"2\r\nabXY0\r\n\r\n", b"0x2\r\nab\r\n0\r\n\r\n", b"-2\r\nab\r\n0\r\n\r\n",
+                 b"1\r\nab\r\n0\r\n\r\n", b"2\r\nab\r\n0\r\nBad trailer\r\n\r\n"):
+        _fails(_always(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + body))
+    _fails(lambda head: b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nab")
+
+
+def test_a_head_has_a_size_limit() -> None:
+    _fails(lambda head: [b"HTTP/1.1 200 OK\r\nX-Big: " + b"v" * 70_000, b"more"])
+
+
+def test_many_interim_answers_are_skipped_without_recursion() -> None:
+    async def main() -> None:
+        async with serving(lambda head: b"HTTP/1.1 100 Continue\r\n\r\n" * 5000 + ok(b"x")) as (
+                _, pool):
+            assert (await pool.request("GET", "/", {})).body == b"x"
+    run(main)
+
+
+def test_bytes_after_a_complete_answer_end_the_connection() -> None:
+    async def main() -> None:
+        for extra in (b"HTTP/1.1 204 No Content\r\n\r\nstray",
+                      b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nstray"):
+            async with serving(_always(extra)) as (server, pool):
+                await pool.request("GET", "/", {})
+                await pool.request("GET", "/", {})
+                assert server.connections == 2  # the stray bytes were not the next answer
+    run(main)
+
+
+def test_a_body_framed_by_the_connection_is_not_complete_at_a_reset() -> None:
+    class Resetting(_Server):
+        async def handle(self, reader: asyncio.StreamReader,
+                         writer: asyncio.StreamWriter) -> None:
+            await reader.readuntil(b"\r\n\r\n")
+            writer.write(b"HTTP/1.1 200 OK\r\n\r\npart of it")
+            await writer.drain()
+            await asyncio.sleep(0.01)
+            writer.get_extra_info("socket").setsockopt(
+                socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            writer.transport.abort()
+
+    async def main() -> None:
+        server = Resetting(lambda head: None)
+        server.server = await asyncio.start_server(server.handle, "127.0.0.1", 0)
+        pool = ConnectionPool(Origin("http", "127.0.0.1", server.port), 2)
+        try:
+            with pytest.raises(ConnectionResetError):
+                await pool.request("GET", "/", {})
+        finally:
+            await pool.close()
+            server.server.close()
+    run(main)
+
+
+def test_a_limit_holds_for_bodies_of_unannounced_size() -> None:
+    _fails(lambda head: b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+           b"64\r\n" + b"x" * 100 + b"\r\n0\r\n\r\n", error=BodyTooLarge, max_body=10)
+    _fails(lambda head: [b"HTTP/1.1 200 OK\r\n\r\n" + b"x" * 100, b""], error=BodyTooLarge,
+           max_body=10)
+
+
+def test_a_read_timeout_is_noticed_within_a_quarter_of_it() -> None:
+    started = time.monotonic()
+    _fails(lambda head: [b"HTTP/1.1 200 OK\r\n"], error=TimeoutError, read_timeout=0.2)
+    assert time.monotonic() - started < 0.2 * 1.25 + 0.2  # the sweep ran each second before
+
+
+def test_every_request_names_the_client() -> None:
+    async def main() -> None:
+        async with serving(lambda head: ok()) as (server, pool):
+            await pool.request("GET", "/", {})
+            assert f"\r\nUser-Agent: {USER_AGENT}\r\n".encode() in server.heads[0]
+    assert USER_AGENT.startswith("spark-manifest-committer/") and USER_AGENT[25:]
     run(main)

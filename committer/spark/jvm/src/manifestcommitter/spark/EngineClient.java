@@ -46,6 +46,19 @@ final class EngineClient {
     "fs.azure.blob.endpoint", "fs.azure.io.rate.limit",
     "google.cloud.auth.service.account.json.keyfile", "fs.gs.auth.service.account.json.keyfile",
     "fs.gs.storage.root.url", "fs.gs.project.id",
+    // every auth key of the two connectors, so that what cannot run there is refused at setup
+    "fs.azure.account.auth.type", "fs.azure.account.oauth.provider.type",
+    "fs.azure.account.oauth2.", "fs.azure.sas.token.provider.type",
+    "fs.azure.enable.delegation.token", "fs.gs.auth.", "google.cloud.auth.",
+    "fs.gs.token.server.url",
+    // the GCS connector's proxy (address, username, password)
+    "fs.gs.proxy.",
+  };
+
+  /** JVM system properties forwarded when set (the proxy ABFS follows); the engine's
+   * {@code JVM_PROPERTIES}. */
+  static final String[] FORWARDED_PROPERTIES = {
+    "https.proxyHost", "https.proxyPort", "http.nonProxyHosts",
   };
 
   private static final Logger LOG = LoggerFactory.getLogger(EngineClient.class);
@@ -110,6 +123,12 @@ final class EngineClient {
           out.put(key, conf.get(key));  // resolves ${var} as Hadoop's own readers would
           break;
         }
+      }
+    }
+    for (String name : FORWARDED_PROPERTIES) {
+      String value = System.getProperty(name);
+      if (value != null && !out.containsKey(name)) {
+        out.put(name, value);
       }
     }
     return out;

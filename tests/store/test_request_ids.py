@@ -1,0 +1,68 @@
+"""Every Azure request carries a fresh ``x-ms-client-request-id``; a failure names it and the
+service's ``x-ms-request-id`` (what a support ticket asks for). On the simulated account."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator
+
+import pytest
+
+from committer.errors import StoreError, TransientStoreError
+from committer.store import open_backend
+from committer.store.azure.wire import client_request_id
+from committer.testing.cloud_sim import CloudSim, start_cloud_sim
+
+_UUID4 = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[CloudSim]:
+    with start_cloud_sim(service="blob", latency_ms=0, p99_ms=0) as sim:
+        yield sim
+
+
+def test_client_request_ids_are_fresh_uuid4s() -> None:
+    ids = {client_request_id() for _ in range(1000)}
+    assert len(ids) == 1000 and all(_UUID4.fullmatch(i) for i in ids)
+
+
+def test_a_failure_names_both_request_ids(sim: CloudSim, caplog: pytest.LogCaptureFixture
+                                          ) -> None:
+    store = open_backend("abfs://ids/x", sim.storage_options)
+    try:
+        store.write_bytes("abfs://ids/dir/a", b"a")
+        sim.set_faults(fail=[{"op": "get_blob", "times": 2, "status": 403,
+                              "code": "AuthorizationPermissionMismatch"}])
+        messages = []
+        with caplog.at_level(logging.DEBUG, logger="committer.store.azure"):
+            for _ in range(2):
+                with pytest.raises(StoreError) as caught:
+                    store.read_bytes("abfs://ids/dir/a")
+                messages.append(str(caught.value))
+        ids = [re.search(r"x-ms-client-request-id (\S+?)[;)]", m) for m in messages]
+        assert all(ids), messages
+        client = [i.group(1) for i in ids if i is not None]
+        assert all(_UUID4.fullmatch(c) for c in client) and client[0] != client[1]
+        assert all("x-ms-request-id " in m and "AuthorizationPermissionMismatch" in m
+                   for m in messages)
+        assert all(any(c in r.getMessage() for r in caplog.records) for c in client)  # logged
+    finally:
+        sim.set_faults(clear=True)
+        store.close()
+
+
+def test_no_answer_names_the_client_request_id(sim: CloudSim) -> None:
+    store = open_backend("abfs://ids2/x", sim.storage_options)
+    try:
+        store.write_bytes("abfs://ids2/a", b"a")
+        # (a lost answer to a read is sent again by the client: a write's is not)
+        sim.set_faults(lose=[{"op": "put_blob", "times": 1}])
+        with pytest.raises(TransientStoreError) as caught:
+            store.write_bytes("abfs://ids2/b", b"b")
+        found = re.search(r"x-ms-client-request-id (\S+?)\)", str(caught.value))
+        assert found and _UUID4.fullmatch(found.group(1)), str(caught.value)
+    finally:
+        sim.set_faults(clear=True)
+        store.close()
