@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from committer.spark import build
 from tests.spark.helpers import (
     data_files,
     intercepting_engine,
@@ -21,7 +22,9 @@ from tests.spark.helpers import (
     wait_until_no_task_runs,
 )
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark,
+              pytest.mark.skipif(build.find_javac() is None,
+                                 reason="the test filesystem is compiled here: needs a JDK")]
 
 MANIFEST_COMMITTER = "org.apache.hadoop.mapreduce.lib.output.committer.manifest.ManifestCommitter"
 
