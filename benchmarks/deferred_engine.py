@@ -8,13 +8,12 @@ Each job commit it is asked for appends the job's id to ``JOB_IDS_FILE`` and ans
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 from pathlib import Path
 from typing import Any
 
-from committer.spark.driver import Server, _private_stdout
+from committer.spark.driver import server_on_own_pipes
 from committer.spark.engine import handle
 
 
@@ -29,9 +28,7 @@ def main(argv: list[str]) -> int:
             out.write(f"{request['jobId']}\n")
         return {"ok": True, "result": {}}
 
-    server = Server(sys.stdin.buffer, _private_stdout(), run)
-    server.watch_parent(os.getppid())
-    return server.serve()
+    return server_on_own_pipes(run).serve()
 
 
 if __name__ == "__main__":

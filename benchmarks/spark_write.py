@@ -36,7 +36,6 @@ import argparse
 import json
 import shutil
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -44,6 +43,7 @@ from typing import Any
 
 from benchmarks.common import DEFAULT_OUT
 from committer.spark import PROTOCOL_CLASS, PYTHON_KEY, configure
+from committer.testing.engine_python import engine_python
 
 DEFAULT_PROTOCOL = "org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol"
 COMMITTERS = ("spark-default", "hadoop-manifest", "ours")
@@ -55,11 +55,7 @@ def _deferred_engine(work: Path) -> tuple[Path, Path]:
     commit left to Hadoop's committer; returns it and the file of job ids it leaves."""
     work.mkdir(parents=True, exist_ok=True)
     job_ids = work / "deferred-job-ids"
-    script = work / "deferred-python.sh"
-    script.write_text(f"#!/bin/sh\nexec '{sys.executable}' -m benchmarks.deferred_engine "
-                      f"'{job_ids}'\n", encoding="utf-8")
-    script.chmod(0o755)
-    return script, job_ids
+    return engine_python(work, "benchmarks.deferred_engine", str(job_ids)), job_ids
 
 
 def _job_commit_metric_seconds(spark: Any) -> float:

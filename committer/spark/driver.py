@@ -30,7 +30,7 @@ from typing import Any, BinaryIO, TextIO
 
 from committer.spark.engine import RequestError, error_response, handle
 
-__all__ = ["PROTOCOL_VERSION", "Server", "main"]
+__all__ = ["PROTOCOL_VERSION", "Server", "main", "server_on_own_pipes"]
 
 LOG = logging.getLogger("committer.spark.driver")
 PROTOCOL_VERSION = 1
@@ -151,6 +151,18 @@ def _private_stdout() -> BinaryIO:
     return os.fdopen(channel, "wb", buffering=0)
 
 
+def server_on_own_pipes(
+    handler: Callable[[dict[str, Any]], dict[str, Any]] = handle,
+) -> Server:
+    """The ``--serve`` server of this process (its standard input and a private standard
+    output), stopping with its parent; wrappers that run the engine with a handler of their own
+    (tests, benchmarks) start theirs here too."""
+    parent = os.getppid()
+    server = Server(sys.stdin.buffer, _private_stdout(), handler)
+    server.watch_parent(parent)
+    return server
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     logging.basicConfig(
@@ -158,10 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     if args == ["--serve"]:
-        parent = os.getppid()
-        server = Server(sys.stdin.buffer, _private_stdout())
-        server.watch_parent(parent)
-        return server.serve()
+        return server_on_own_pipes().serve()
     if args:
         print(f"usage: python -m committer.spark.driver [--serve]; got {args}", file=sys.stderr)
         return 2

@@ -109,7 +109,7 @@ def main(argv: list[str]) -> int:
     from pyspark.sql import SparkSession
 
     import committer.spark
-    from tests.spark.helpers import engine_python
+    from committer.testing.engine_python import engine_python
 
     work = Path(tempfile.mkdtemp(prefix="crash-engine-"))
     python = engine_python(work, "tests.spark.crash_driver", "--engine", str(kill_after),

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from committer.spark import PROTOCOL_CLASS
+from committer.testing.engine_python import engine_python
 
 DEFAULT_PROTOCOL = "org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol"
 PROTOCOL_KEY = "spark.sql.sources.commitProtocolClass"
@@ -91,16 +91,6 @@ def assert_ours(root: Path) -> dict[str, Any]:
     leftovers = list(temporary.iterdir()) if temporary.exists() else []
     assert leftovers == [], f"job directories left behind: {leftovers}"
     return doc
-
-
-def engine_python(directory: Path, module: str, *args: str) -> Path:
-    """An executable to give the shim as the engine's interpreter: it runs ``python -m
-    module args`` instead of the engine (the shim's own arguments are dropped)."""
-    script = directory / "python.sh"
-    quoted = " ".join(f"'{a}'" for a in (sys.executable, "-m", module, *args))
-    script.write_text(f"#!/bin/sh\nexec {quoted}\n", encoding="utf-8")
-    script.chmod(0o755)
-    return script
 
 
 class InterceptingEngine:

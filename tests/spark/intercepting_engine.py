@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from committer.spark.driver import Server, _private_stdout
+from committer.spark.driver import server_on_own_pipes
 from committer.spark.engine import error_response, handle
 from tests.spark import engine_hooks
 
@@ -50,7 +50,7 @@ def _handler(directory: Path) -> Any:
 def main(argv: list[str]) -> int:
     directory = Path(argv[0])
     (directory / "started").touch()
-    server = Server(sys.stdin.buffer, _private_stdout(), _handler(directory))
+    server = server_on_own_pipes(_handler(directory))
 
     def stop_when_asked() -> None:
         while not (directory / "stop").exists():
@@ -60,7 +60,6 @@ def main(argv: list[str]) -> int:
         os._exit(0)
 
     threading.Thread(target=stop_when_asked, daemon=True).start()
-    server.watch_parent(os.getppid())
     return server.serve()
 
 
