@@ -28,12 +28,19 @@ import threading
 from collections.abc import Callable
 from typing import Any, BinaryIO, TextIO
 
-from committer.spark.engine import RequestError, error_response, handle
+from committer.spark.engine import (
+    CONF_KEY_PREFIXES,
+    JVM_PROPERTIES,
+    RequestError,
+    error_response,
+    handle,
+)
 
 __all__ = ["PROTOCOL_VERSION", "Server", "main", "server_on_own_pipes"]
 
 LOG = logging.getLogger("committer.spark.driver")
-PROTOCOL_VERSION = 1
+# 2: the ready line names the configuration the engine reads (the shim forwards just that)
+PROTOCOL_VERSION = 2
 PARENT_POLL_SECONDS = 1.0
 
 
@@ -108,7 +115,8 @@ class Server:
 
     def serve(self) -> int:
         """Until end of input; then waits for the requests still running. Returns 0."""
-        self._send({"ready": True, "protocol": PROTOCOL_VERSION, "pid": os.getpid()})
+        self._send({"ready": True, "protocol": PROTOCOL_VERSION, "pid": os.getpid(),
+                    "confPrefixes": list(CONF_KEY_PREFIXES), "jvmProperties": list(JVM_PROPERTIES)})
         for raw in iter(self._in.readline, b""):
             if raw.strip():
                 self._dispatch(raw)

@@ -40,8 +40,8 @@ OPERATIONS = ("setupJob", "commitJob", "abortJob", "deleteWithJob")
 
 # The configuration keys the engine reads (Hadoop names; Spark may prefix them "spark.hadoop."):
 # the committer's options (committer.config) and the store keys that become credentials and
-# endpoints (committer.store.credentials). The shim forwards exactly these (EngineClient's
-# FORWARDED_PREFIXES, kept equal by a test).
+# endpoints (committer.store.credentials). The engine's ready line names them and the shim
+# forwards exactly these (committer.spark.driver).
 CONF_KEY_PREFIXES = (
     "mapreduce.manifest.committer.",
     "mapreduce.fileoutputcommitter.cleanup.skipped",
@@ -69,7 +69,7 @@ CONF_KEY_PREFIXES = (
 )
 
 # JVM system properties the shim adds to the forwarded configuration when they are set: the
-# proxy that ABFS follows (EngineClient's FORWARDED_PROPERTIES, kept equal by a test).
+# proxy that ABFS follows (named in the ready line too).
 JVM_PROPERTIES = ("https.proxyHost", "https.proxyPort", "http.nonProxyHosts")
 
 # The destinations the shim sends here: schemes whose store this engine builds from the Spark

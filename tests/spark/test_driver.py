@@ -12,6 +12,9 @@ from typing import Any
 
 import pytest
 
+from committer.spark.driver import PROTOCOL_VERSION
+from committer.spark.engine import CONF_KEY_PREFIXES, JVM_PROPERTIES
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -84,7 +87,9 @@ class _Engine:
         assert self.proc.stdin is not None and self.proc.stdout is not None
         self.stdin, self.stdout = self.proc.stdin, self.proc.stdout
         ready = json.loads(self.stdout.readline())
-        assert ready == {"ready": True, "protocol": 1, "pid": self.proc.pid}
+        assert ready == {"ready": True, "protocol": PROTOCOL_VERSION, "pid": self.proc.pid,
+                         "confPrefixes": list(CONF_KEY_PREFIXES),
+                         "jvmProperties": list(JVM_PROPERTIES)}
 
     def send(self, request_id: int, request: str) -> None:
         self.stdin.write(f'{{"id":{request_id},"request":{request}}}\n'.encode())

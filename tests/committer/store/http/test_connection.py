@@ -189,6 +189,53 @@ def test_a_read_on_a_stale_connection_is_sent_again_a_write_is_not() -> None:
     run(main)
 
 
+def test_a_connection_closed_before_its_request_is_written_sends_even_a_write_again() -> None:
+    """The server closes a new connection before the request is written (as one at its
+    connection limit does): no byte left, so even a non-idempotent request goes again, once,
+    on a new connection, and the server sees it once."""
+    connections = 0
+    bodies: list[bytes] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        if connections == 1:
+            writer.close()  # closed as it is opened
+            return
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(int(line.split(b":", 1)[1]) for line in head.split(b"\r\n")
+                      if line.lower().startswith(b"content-length:"))
+        bodies.append(await reader.readexactly(length))
+        writer.write(ok(b"done"))
+        await writer.drain()
+        writer.close()
+
+    async def main() -> None:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        pool = ConnectionPool(Origin("http", "127.0.0.1", server.sockets[0].getsockname()[1]), 4)
+        opened = pool._open
+
+        async def open_and_see_it_closed() -> Any:
+            conn = await opened()
+            if connections == 1:  # hand it out only once the client has seen the close
+                deadline = time.monotonic() + 5
+                while not conn.closed and time.monotonic() < deadline:
+                    await asyncio.sleep(0.005)
+                assert conn.closed
+            return conn
+
+        pool._open = open_and_see_it_closed  # type: ignore[method-assign]
+        try:
+            r = await pool.request("PUT", "/x", {}, b"payload")
+            assert (r.status, r.body) == (200, b"done")
+            assert connections == 2 and bodies == [b"payload"]
+        finally:
+            await pool.close()
+            server.close()
+            await server.wait_closed()
+    run(main)
+
+
 def test_limits_and_timeouts() -> None:
     async def main() -> None:
         async with serving(lambda head: ok(b"x" * 100)) as (_, pool):

@@ -37,29 +37,8 @@ final class EngineClient {
   static final String PYTHONPATH_KEY = "spark.manifest.committer.pythonpath";
   static final String MODULE = "committer.spark.driver";
 
-  /** The key prefixes the engine reads; kept equal to its {@code CONF_KEY_PREFIXES}. */
-  static final String[] FORWARDED_PREFIXES = {
-    "mapreduce.manifest.committer.",
-    "mapreduce.fileoutputcommitter.cleanup.skipped",
-    "mapreduce.fileoutputcommitter.marksuccessfuljobs",
-    "fs.azure.account.key", "fs.azure.sas.fixed.token", "fs.azure.account.oauth2.client.",
-    "fs.azure.blob.endpoint", "fs.azure.io.rate.limit",
-    "google.cloud.auth.service.account.json.keyfile", "fs.gs.auth.service.account.json.keyfile",
-    "fs.gs.storage.root.url", "fs.gs.project.id",
-    // every auth key of the two connectors, so that what cannot run there is refused at setup
-    "fs.azure.account.auth.type", "fs.azure.account.oauth.provider.type",
-    "fs.azure.account.oauth2.", "fs.azure.sas.token.provider.type",
-    "fs.azure.enable.delegation.token", "fs.gs.auth.", "google.cloud.auth.",
-    "fs.gs.token.server.url",
-    // the GCS connector's proxy (address, username, password)
-    "fs.gs.proxy.",
-  };
-
-  /** JVM system properties forwarded when set (the proxy ABFS follows); the engine's
-   * {@code JVM_PROPERTIES}. */
-  static final String[] FORWARDED_PROPERTIES = {
-    "https.proxyHost", "https.proxyPort", "http.nonProxyHosts",
-  };
+  /** The request protocol this jar speaks; the engine's {@code PROTOCOL_VERSION}. */
+  static final int PROTOCOL = 2;
 
   private static final Logger LOG = LoggerFactory.getLogger(EngineClient.class);
   private static final ObjectMapper JSON = new ObjectMapper();
@@ -112,20 +91,22 @@ final class EngineClient {
     return "";
   }
 
-  /** The forwarded subset of {@code conf}, with and without Spark's {@code spark.hadoop.}. */
-  static Map<String, String> forwardedConf(Configuration conf) {
+  /**
+   * What the engine reads of {@code conf}: the keys (with or without Spark's
+   * {@code spark.hadoop.}) under the prefixes its ready line names, and the JVM properties it
+   * names (the proxy ABFS follows). The engine declares them, so they are listed in one place.
+   */
+  Map<String, String> forwardedConf(Configuration conf) throws IOException {
+    EngineProcess engine = running();
     Map<String, String> out = new LinkedHashMap<>();
     for (Map.Entry<String, String> e : conf) {
       String key = e.getKey();
       String bare = key.startsWith("spark.hadoop.") ? key.substring("spark.hadoop.".length()) : key;
-      for (String prefix : FORWARDED_PREFIXES) {
-        if (bare.startsWith(prefix)) {
-          out.put(key, conf.get(key));  // resolves ${var} as Hadoop's own readers would
-          break;
-        }
+      if (engine.confPrefixes.stream().anyMatch(bare::startsWith)) {
+        out.put(key, conf.get(key));  // resolves ${var} as Hadoop's own readers would
       }
     }
-    for (String name : FORWARDED_PROPERTIES) {
+    for (String name : engine.jvmProperties) {
       String value = System.getProperty(name);
       if (value != null && !out.containsKey(name)) {
         out.put(name, value);
@@ -209,6 +190,9 @@ final class EngineClient {
     private final Deque<String> stderrTail = new ArrayDeque<>();
     private final Thread stderrThread;
     private volatile boolean closed;
+    /** From the ready line: the configuration the engine reads. */
+    private List<String> confPrefixes;
+    private List<String> jvmProperties;
 
     private EngineProcess(Process process) {
       this.process = process;
@@ -257,8 +241,9 @@ final class EngineClient {
             + " installed)", e);
       }
       EngineProcess engine = new EngineProcess(process);
+      JsonNode hello;
       try {
-        engine.ready.get(START_TIMEOUT_SECONDS, TimeUnit.SECONDS);
+        hello = JSON.readTree(engine.ready.get(START_TIMEOUT_SECONDS, TimeUnit.SECONDS));
       } catch (ExecutionException | TimeoutException | InterruptedException e) {
         if (e instanceof InterruptedException) {
           Thread.currentThread().interrupt();
@@ -269,8 +254,22 @@ final class EngineClient {
                 + engine.exitDescription() : " (interrupted)";
         throw new IOException("the Python engine " + command + " did not start" + why, e);
       }
+      if (hello.path("protocol").asInt() != PROTOCOL) {
+        engine.stop();
+        throw new IOException("the Python engine " + command + " speaks protocol "
+            + hello.path("protocol") + ", this jar " + PROTOCOL + ": the jar must come from the"
+            + " same spark-manifest-committer release as the Python package");
+      }
+      engine.confPrefixes = strings(hello.path("confPrefixes"));
+      engine.jvmProperties = strings(hello.path("jvmProperties"));
       LOG.info("Manifest committer engine started: pid {}, {}", process.pid(), command);
       return engine;
+    }
+
+    private static List<String> strings(JsonNode array) {
+      List<String> out = new ArrayList<>();
+      array.forEach(item -> out.add(item.asText()));
+      return out;
     }
 
     boolean alive() {
@@ -338,7 +337,7 @@ final class EngineClient {
         LOG.warn("Manifest committer engine {}: answer to no request ({})", process.pid(),
             doc.path("id"));
       } else {
-        f.complete(doc.path("response").toString());
+        f.complete(id == 0 ? line : doc.path("response").toString());
       }
     }
 

@@ -13,29 +13,30 @@ import org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtoc
 import scala.Option;
 
 /**
- * Spark's own protocol, for a destination the Python engine does not open, with the committer
- * {@code mapreduce.outputcommitter.factory.scheme.<s>} names, else Hadoop's ManifestCommitter
- * where this Hadoop has it (3.3.5+); else, and for a dynamic partition overwrite (staged by
- * Spark with a FileOutputCommitter only), Spark's usual one. Unlike Spark's protocol, it is used
- * even where a format names its own (Parquet), and task files go to its work path.
+ * Spark's own protocol, what {@link ManifestCommitProtocol} does for a destination the Python
+ * engine does not open, with the committer {@code mapreduce.outputcommitter.factory.scheme.<s>}
+ * names, else Hadoop's ManifestCommitter where this Hadoop has it (3.3.5+); else, and for a
+ * dynamic partition overwrite (staged by Spark with a FileOutputCommitter only), Spark's usual
+ * one. Unlike Spark's protocol, it is used even where a format names its own (Parquet), and task
+ * files go to its work path.
  */
-final class HadoopCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
+class HadoopCommitProtocol extends SQLHadoopMapReduceCommitProtocol {
   static final String FACTORY_KEY = "mapreduce.outputcommitter.factory.scheme.";
   static final String MANIFEST_FACTORY =
       "org.apache.hadoop.mapreduce.lib.output.committer.manifest.ManifestCommitterFactory";
   private static final long serialVersionUID = 1L;
 
-  private final String scheme;
   private final boolean dynamicPartitionOverwrite;
+  /** The destination's scheme, set on the driver when Spark's protocol takes the job. */
+  String scheme;
   private transient OutputCommitter committer;
 
-  HadoopCommitProtocol(String jobId, String path, String scheme, boolean dynamicOverwrite) {
+  HadoopCommitProtocol(String jobId, String path, boolean dynamicOverwrite) {
     super(jobId, path, dynamicOverwrite);
-    this.scheme = scheme;
     this.dynamicPartitionOverwrite = dynamicOverwrite;
   }
 
-  /** The committer the factory key names, or null for Spark's usual one. */
+  /** The committer the factory key names for {@link #scheme}, or null for Spark's usual one. */
   String factory(Configuration conf) {
     String own = conf.get(FACTORY_KEY + scheme);
     if (own != null || dynamicPartitionOverwrite) {

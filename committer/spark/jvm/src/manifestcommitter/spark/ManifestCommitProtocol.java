@@ -3,7 +3,6 @@ package manifestcommitter.spark;
 import com.fasterxml.jackson.databind.JsonNode;
 import java.io.FileNotFoundException;
 import java.io.IOException;
-import java.io.Serializable;
 import java.io.UncheckedIOException;
 import java.net.URI;
 import java.util.ArrayList;
@@ -22,7 +21,7 @@ import org.apache.hadoop.mapreduce.JobContext;
 import org.apache.hadoop.mapreduce.OutputCommitter;
 import org.apache.hadoop.mapreduce.TaskAttemptContext;
 import org.apache.hadoop.mapreduce.TaskAttemptID;
-import org.apache.spark.internal.io.FileCommitProtocol;
+import org.apache.spark.internal.io.FileCommitProtocol.TaskCommitMessage;
 import org.apache.spark.internal.io.FileNameSpec;
 import org.apache.spark.mapred.SparkHadoopMapRedUtil;
 import org.slf4j.Logger;
@@ -33,10 +32,10 @@ import scala.Option;
  * Spark commit protocol of the manifest committer (docs/spark.md): executors write each task
  * attempt under {@code <dest>/_temporary/manifest_<jobId>/00/tasks/<attempt>/} and save its
  * TaskManifest/1; the Python engine ({@link EngineClient}) sets up, commits and aborts the job.
- * A destination the engine cannot open goes to Spark's own protocol ({@link
- * HadoopCommitProtocol}), so a cluster-wide setting never breaks it.
+ * A destination the engine cannot open goes to Spark's own protocol (the {@link
+ * HadoopCommitProtocol} this extends), so a cluster-wide setting never breaks it.
  */
-public class ManifestCommitProtocol extends FileCommitProtocol implements Serializable {
+public class ManifestCommitProtocol extends HadoopCommitProtocol {
   private static final long serialVersionUID = 1L;
   private static final Logger LOG = LoggerFactory.getLogger(ManifestCommitProtocol.class);
 
@@ -62,14 +61,13 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
   private final String jobId;
   private final String path;
   private final boolean dynamicPartitionOverwrite;
-  /** Spark's own protocol, for a destination the engine does not open; decided on the driver. */
-  private FileCommitProtocol hadoop;
-  private boolean decided;
-  // Per task, on the executor (each task deserializes its own copy of the protocol).
-  private transient Set<String> partitionPaths;
+  /** Whether the engine commits (else Spark's protocol): null until decided, on the driver. */
+  private Boolean engineOpens;
+  /** The task's custom locations, on the executor (each task deserializes its own copy). */
   private transient List<Path> absoluteDirs;
 
   public ManifestCommitProtocol(String jobId, String path, boolean dynamicPartitionOverwrite) {
+    super(jobId, path, dynamicPartitionOverwrite);
     this.jobId = jobId;
     this.path = path;
     this.dynamicPartitionOverwrite = dynamicPartitionOverwrite;
@@ -136,35 +134,33 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
     // The qualified Hadoop URI string, which the engine decodes exactly once (HADOOP-17112).
     req.put("destinationUri", qualified(new Path(path), conf).toUri().toString());
     req.put("dynamicPartitionOverwrite", dynamicPartitionOverwrite);
-    req.put("conf", EngineClient.forwardedConf(conf));
+    req.put("conf", engine.forwardedConf(conf));
     req.putAll(extra);
     return engine.call(operation, req);
   }
 
-  /** Spark's protocol if the engine cannot open the destination, else null; decided once. */
-  synchronized FileCommitProtocol hadoopProtocol(Configuration conf) {
-    if (!decided) {
-      String scheme = unchecked("no filesystem for " + path,
+  /** Whether the engine opens the destination, else Spark's protocol takes it; decided once. */
+  synchronized boolean engineCommits(Configuration conf) {
+    if (engineOpens == null) {
+      String destScheme = unchecked("no filesystem for " + path,
           () -> qualified(new Path(path), conf).toUri().getScheme());
-      if (!ENGINE_SCHEMES.contains(scheme.toLowerCase(Locale.ROOT))) {
-        HadoopCommitProtocol fallback =
-            new HadoopCommitProtocol(jobId, path, scheme, dynamicPartitionOverwrite);
-        String factory = fallback.factory(conf);
+      engineOpens = ENGINE_SCHEMES.contains(destScheme.toLowerCase(Locale.ROOT));
+      if (!engineOpens) {
+        scheme = destScheme;
+        String factory = factory(conf);
         LOG.info("Manifest committer job {} at {}: the Python engine does not open {}://"
             + " destinations; committed by Spark's protocol with {}", jobId, path, scheme,
             factory != null ? factory : "its usual committer (FileOutputCommitter)");
-        hadoop = fallback;
       }
-      decided = true;
     }
-    return hadoop;
+    return engineOpens;
   }
 
   @Override
   public void setupJob(JobContext jobContext) {
     Configuration conf = jobContext.getConfiguration();
-    if (hadoopProtocol(conf) != null) {
-      hadoop.setupJob(jobContext);
+    if (!engineCommits(conf)) {
+      super.setupJob(jobContext);
       return;
     }
     EngineClient engine = EngineClient.forJob(conf);
@@ -178,17 +174,17 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
    * {@code @Override}: each jar overrides the one its Spark calls.
    */
   public void commitJob(JobContext jobContext,
-      scala.collection.immutable.Seq<FileCommitProtocol.TaskCommitMessage> messages) {
+      scala.collection.immutable.Seq<TaskCommitMessage> messages) {
     Configuration conf = jobContext.getConfiguration();
-    if (hadoopProtocol(conf) != null) {
-      hadoop.commitJob(jobContext, messages);
+    if (!engineCommits(conf)) {
+      super.commitJob(jobContext, messages);
       return;
     }
     List<Map<String, Object>> committed = new ArrayList<>();
     Set<String> absoluteRoots = new LinkedHashSet<>();
     long files = 0;
     long bytes = 0;
-    scala.collection.Iterator<FileCommitProtocol.TaskCommitMessage> it = messages.iterator();
+    scala.collection.Iterator<TaskCommitMessage> it = messages.iterator();
     while (it.hasNext()) {
       TaskCommitInfo info = (TaskCommitInfo) it.next().obj();
       Map<String, Object> task = new LinkedHashMap<>();
@@ -215,7 +211,7 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
 
   /** Job commit on Spark 3.5 (Scala 2.12, where Spark's {@code Seq} is scala.collection's). */
   public void commitJob(JobContext jobContext,
-      scala.collection.Seq<FileCommitProtocol.TaskCommitMessage> messages) {
+      scala.collection.Seq<TaskCommitMessage> messages) {
     commitJob(jobContext, messages.toList());  // immutable, as Spark's protocol takes on both
   }
 
@@ -226,8 +222,8 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
   @Override
   public boolean deleteWithJob(FileSystem fs, Path target, boolean recursive) {
     Configuration conf = driverConfiguration(fs);
-    if (hadoopProtocol(conf) != null) {
-      return hadoop.deleteWithJob(fs, target, recursive);
+    if (!engineCommits(conf)) {
+      return super.deleteWithJob(fs, target, recursive);
     }
     return unchecked("job " + jobId + " could not replace " + target, () -> {
       Path qualifiedTarget = fs.makeQualified(target);
@@ -286,8 +282,8 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
   @Override
   public void abortJob(JobContext jobContext) {
     Configuration conf = jobContext.getConfiguration();
-    if (hadoopProtocol(conf) != null) {
-      hadoop.abortJob(jobContext);
+    if (!engineCommits(conf)) {
+      super.abortJob(jobContext);
       return;
     }
     try {
@@ -303,11 +299,10 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
 
   @Override
   public void setupTask(TaskAttemptContext ctx) {
-    if (hadoopProtocol(ctx.getConfiguration()) != null) {
-      hadoop.setupTask(ctx);
+    if (!engineCommits(ctx.getConfiguration())) {
+      super.setupTask(ctx);
       return;
     }
-    partitionPaths = new LinkedHashSet<>();
     absoluteDirs = new ArrayList<>();
     Path dir = taskAttemptDir(ctx);
     unchecked("task attempt directory " + dir + " could not be created", () -> {
@@ -321,41 +316,24 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
     });
   }
 
-  /** For callers (tests, tools) that skip setupTask; Spark never does. */
-  private void ensureTaskState() {
-    if (partitionPaths == null) {
-      partitionPaths = new LinkedHashSet<>();
-      absoluteDirs = new ArrayList<>();
-    }
-  }
-
   @Override
   public String newTaskTempFile(TaskAttemptContext ctx, Option<String> dir, FileNameSpec spec) {
-    if (hadoopProtocol(ctx.getConfiguration()) != null) {
-      return hadoop.newTaskTempFile(ctx, dir, spec);
+    if (!engineCommits(ctx.getConfiguration())) {
+      return super.newTaskTempFile(ctx, dir, spec);
     }
-    ensureTaskState();
-    Path base = taskAttemptDir(ctx);
-    if (dir.isDefined()) {
-      partitionPaths.add(dir.get());
-      base = new Path(base, dir.get());
-    }
+    Path base = dir.isDefined() ? new Path(taskAttemptDir(ctx), dir.get()) : taskAttemptDir(ctx);
     return new Path(base, fileName(ctx, spec)).toString();
-  }
-
-  @Override
-  @SuppressWarnings("deprecation")
-  public String newTaskTempFile(TaskAttemptContext ctx, Option<String> dir, String ext) {
-    return newTaskTempFile(ctx, dir, new FileNameSpec("", ext));
   }
 
   @Override
   public String newTaskTempFileAbsPath(TaskAttemptContext ctx, String absoluteDir,
       FileNameSpec spec) {
-    if (hadoopProtocol(ctx.getConfiguration()) != null) {
-      return hadoop.newTaskTempFileAbsPath(ctx, absoluteDir, spec);
+    if (!engineCommits(ctx.getConfiguration())) {
+      return super.newTaskTempFileAbsPath(ctx, absoluteDir, spec);
     }
-    ensureTaskState();
+    if (absoluteDirs == null) {
+      absoluteDirs = new ArrayList<>();  // a caller (a test, a tool) that skipped setupTask
+    }
     Path target = new Path(absoluteDir);
     if (!absoluteDirs.contains(target)) {
       absoluteDirs.add(target);
@@ -366,17 +344,10 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
   }
 
   @Override
-  @SuppressWarnings("deprecation")
-  public String newTaskTempFileAbsPath(TaskAttemptContext ctx, String absoluteDir, String ext) {
-    return newTaskTempFileAbsPath(ctx, absoluteDir, new FileNameSpec("", ext));
-  }
-
-  @Override
-  public FileCommitProtocol.TaskCommitMessage commitTask(TaskAttemptContext ctx) {
-    if (hadoopProtocol(ctx.getConfiguration()) != null) {
-      return hadoop.commitTask(ctx);
+  public TaskCommitMessage commitTask(TaskAttemptContext ctx) {
+    if (!engineCommits(ctx.getConfiguration())) {
+      return super.commitTask(ctx);
     }
-    ensureTaskState();
     TaskAttemptID attempt = ctx.getTaskAttemptID();
     ManifestTaskCommitter committer = new ManifestTaskCommitter();
     // Asks Spark's OutputCommitCoordinator. Its CommitDeniedException (undeclared, from Scala)
@@ -386,13 +357,13 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
     if (committer.result == null) {
       throw new IllegalStateException("task commit of " + attempt + " produced no manifest");
     }
-    return new FileCommitProtocol.TaskCommitMessage(committer.result);
+    return new TaskCommitMessage(committer.result);
   }
 
   @Override
   public void abortTask(TaskAttemptContext ctx) {
-    if (hadoopProtocol(ctx.getConfiguration()) != null) {
-      hadoop.abortTask(ctx);
+    if (!engineCommits(ctx.getConfiguration())) {
+      super.abortTask(ctx);
       return;
     }
     Path dir = taskAttemptDir(ctx);
@@ -441,7 +412,7 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
     Path workDir = qualified(taskAttemptDir(ctx), conf);
     List<Path> absolute = new ArrayList<>();
     List<String> absoluteUris = new ArrayList<>();
-    for (Path p : absoluteDirs) {
+    for (Path p : absoluteDirs != null ? absoluteDirs : List.<Path>of()) {
       Path dir = qualified(p, conf);
       absolute.add(dir);
       absoluteUris.add(dir.toUri().toString());
@@ -460,7 +431,7 @@ public class ManifestCommitProtocol extends FileCommitProtocol implements Serial
     LOG.info("Manifest committer task {}: {} files, {} bytes, manifest {}", attemptId,
         writer.files.size(), writer.bytes, manifest);
     return new TaskCommitInfo(taskId, attemptId, manifest.toUri().toString(),
-        writer.files.size(), writer.bytes, new ArrayList<>(partitionPaths), absoluteUris);
+        writer.files.size(), writer.bytes, absoluteUris);
   }
 
   /** The OutputCommitter of the coordinator handshake: its commit writes the manifest. */

@@ -1,8 +1,6 @@
 package manifestcommitter.spark;
 
 import java.io.Serializable;
-import java.util.ArrayList;
-import java.util.Collections;
 import java.util.List;
 
 /**
@@ -10,27 +8,24 @@ import java.util.List;
  * attempt committed and where its manifest is, so job commit can refuse any other attempt's.
  */
 public final class TaskCommitInfo implements Serializable {
-  private static final long serialVersionUID = 1L;
+  private static final long serialVersionUID = 2L;
 
   private final String taskId;
   private final String taskAttemptId;
   private final String manifestPath;
   private final long fileCount;
   private final long byteCount;
-  /** Partition directories (relative, escaped as Spark names them) the attempt wrote into. */
-  private final List<String> partitions;
   /** Absolute directories (custom partition locations) the attempt wrote into, as URIs. */
   private final List<String> absoluteDirectories;
 
   public TaskCommitInfo(String taskId, String taskAttemptId, String manifestPath, long fileCount,
-      long byteCount, List<String> partitions, List<String> absoluteDirectories) {
+      long byteCount, List<String> absoluteDirectories) {
     this.taskId = taskId;
     this.taskAttemptId = taskAttemptId;
     this.manifestPath = manifestPath;
     this.fileCount = fileCount;
     this.byteCount = byteCount;
-    this.partitions = Collections.unmodifiableList(new ArrayList<>(partitions));
-    this.absoluteDirectories = Collections.unmodifiableList(new ArrayList<>(absoluteDirectories));
+    this.absoluteDirectories = List.copyOf(absoluteDirectories);
   }
 
   public String getTaskId() {
@@ -51,10 +46,6 @@ public final class TaskCommitInfo implements Serializable {
 
   public long getByteCount() {
     return byteCount;
-  }
-
-  public List<String> getPartitions() {
-    return partitions;
   }
 
   public List<String> getAbsoluteDirectories() {

@@ -7,9 +7,7 @@ import java.io.InterruptedIOException;
 import java.net.URI;
 import java.nio.file.Files;
 import java.nio.file.LinkOption;
-import java.nio.file.NoSuchFileException;
 import java.nio.file.Paths;
-import java.nio.file.StandardCopyOption;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -260,28 +258,19 @@ final class TaskManifestWriter {
   private void replace(FileSystem fs, byte[] bytes, Path tmp, Path dest) throws IOException {
     FileSystem raw = fs instanceof ChecksumFileSystem
         ? ((ChecksumFileSystem) fs).getRawFileSystem() : fs;
+    // Locally through the raw filesystem: no checksum side file (the JSON is checked whole),
+    // and its rename is rename(2), which replaces the target in one step.
     boolean local = raw instanceof RawLocalFileSystem;
-    // Locally through the raw filesystem: no checksum side file (the JSON is checked whole).
-    try (FSDataOutputStream out = (local ? raw : fs).create(tmp, true)) {
+    FileSystem target = local ? raw : fs;
+    try (FSDataOutputStream out = target.create(tmp, true)) {
       out.write(bytes);
     }
-    if (local) {
-      RawLocalFileSystem rawLocal = (RawLocalFileSystem) raw;
-      stats.increment("op_rename", 1);
-      try {
-        // ATOMIC_MOVE is rename(2), which replaces an existing target in one step.
-        Files.move(rawLocal.pathToFile(rawLocal.makeQualified(tmp)).toPath(),
-            rawLocal.pathToFile(rawLocal.makeQualified(dest)).toPath(),
-            StandardCopyOption.ATOMIC_MOVE);
-      } catch (NoSuchFileException e) {
-        throw new FileNotFoundException("rename of " + tmp + " to " + dest + ": " + e);
-      }
-      return;
+    if (!local) {  // Hadoop's rename never replaces
+      stats.increment("op_delete", 1);
+      fs.delete(dest, false);
     }
-    stats.increment("op_delete", 1);
-    fs.delete(dest, false);
     stats.increment("op_rename", 1);
-    if (!fs.rename(tmp, dest)) {
+    if (!target.rename(tmp, dest)) {
       throw new IOException("rename of " + tmp + " to " + dest + " returned false");
     }
   }
