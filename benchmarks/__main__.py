@@ -26,6 +26,7 @@ SUITES: dict[str, str] = {
     "small-writes": "benchmarks.small_writes",
     "cloud-cpu": "benchmarks.cloud_cpu",
     "cloud-scale": "benchmarks.cloud_scale",
+    "cloud-peers": "benchmarks.cloud_peers",
 }
 DEFAULT = ("local-commit", "memory")
 

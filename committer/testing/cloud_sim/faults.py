@@ -6,7 +6,10 @@
   (``None``: every data operation);
 - scripted, consumed in arming order by the next requests of their operation: ``fail`` (the
   next ``times`` requests answered with ``status`` and error ``code`` instead of being carried
-  out) and ``lose`` (the next ``times`` carried out and their answers lost).
+  out), ``lose`` (the next ``times`` carried out and their answers lost) and ``garble`` (the
+  next ``times`` carried out and answered with their status, but a multipart body no client
+  can read: every part's status line mangled, as a broken proxy or a service bug would leave
+  a batch's answer; a client cannot tell which parts were done).
 
 A scripted rule takes precedence over the random draw. Sub-requests of a batch are drawn for
 too (by their own operation, e.g. ``delete_blob``): a throttle or a failure becomes that part's
@@ -19,7 +22,7 @@ import random
 from collections.abc import Mapping
 from typing import Any, Final
 
-__all__ = ["LOSE", "THROTTLE", "Fail", "FaultError", "Faults"]
+__all__ = ["GARBLE", "LOSE", "THROTTLE", "Fail", "FaultError", "Faults", "garbled"]
 
 
 class Fail:
@@ -35,7 +38,14 @@ class Fail:
 
 THROTTLE: Final = "throttle"
 LOSE: Final = "lose"
+GARBLE: Final = "garble"
 Drawn = Fail | str | None
+
+
+def garbled(body: bytes) -> bytes:
+    """A multipart answer's body with each part's HTTP status line made unreadable (the
+    parts, their MIME headers and the delimiters are kept)."""
+    return body.replace(b"\r\n\r\nHTTP/1.1 ", b"\r\n\r\n?garbled-status ")
 
 
 class FaultError(ValueError):
@@ -43,12 +53,13 @@ class FaultError(ValueError):
 
 
 class _Rule:
-    __slots__ = ("fail", "op", "remaining")
+    __slots__ = ("fail", "kind", "op", "remaining")
 
-    def __init__(self, op: str, times: int, fail: Fail | None) -> None:
+    def __init__(self, op: str, times: int, fail: Fail | None, kind: str = LOSE) -> None:
         self.op = op
         self.remaining = times
-        self.fail = fail  # None: lose
+        self.fail = fail  # None: ``kind`` (lose or garble)
+        self.kind = kind
 
 
 class Faults:
@@ -72,7 +83,8 @@ class Faults:
     def configure(self, spec: Mapping[str, Any]) -> None:
         """Apply a control-API specification (see the module doc; ``clear`` first drops
         everything armed, ``seed`` re-seeds the random draws)."""
-        known = {"clear", "seed", "throttle_rate", "lose_rate", "ops", "fail", "lose"}
+        known = {"clear", "seed", "throttle_rate", "lose_rate", "ops", "fail", "lose",
+                 "garble"}
         unknown = set(spec) - known
         if unknown:
             raise FaultError(f"unknown fault fields {sorted(unknown)}; known: {sorted(known)}")
@@ -97,24 +109,26 @@ class Faults:
             except (KeyError, TypeError, ValueError) as e:
                 raise FaultError(f"bad fail rule {rule!r}: {e}") from None
             self._rules.append(_Rule(op, times, Fail(status, code, "injected fault")))
-        for rule in spec.get("lose", []):
-            try:
-                op, times = str(rule["op"]), int(rule.get("times", 1))
-            except (KeyError, TypeError, ValueError) as e:
-                raise FaultError(f"bad lose rule {rule!r}: {e}") from None
-            self._rules.append(_Rule(op, times, None))
+        for kind in (LOSE, GARBLE):
+            for rule in spec.get(kind, []):
+                try:
+                    op, times = str(rule["op"]), int(rule.get("times", 1))
+                except (KeyError, TypeError, ValueError) as e:
+                    raise FaultError(f"bad {kind} rule {rule!r}: {e}") from None
+                self._rules.append(_Rule(op, times, None, kind))
         self._refresh()
 
     def draw(self, op: str, *, can_lose: bool = True) -> Drawn:
-        """What happens to this request of ``op``: ``None`` (nothing), ``THROTTLE``, ``LOSE``
-        or a :class:`Fail`."""
+        """What happens to this request of ``op``: ``None`` (nothing), ``THROTTLE``, ``LOSE``,
+        ``GARBLE`` or a :class:`Fail`. A sub-request (``can_lose`` false) takes only
+        failures."""
         for rule in self._rules:
             if rule.op == op and (can_lose or rule.fail is not None):
                 rule.remaining -= 1
                 if rule.remaining <= 0:
                     self._rules.remove(rule)
                     self._refresh()
-                return LOSE if rule.fail is None else rule.fail
+                return rule.kind if rule.fail is None else rule.fail
         if self.ops is not None and op not in self.ops:
             return None
         if self.throttle_rate and self._rng.random() < self.throttle_rate:
@@ -127,7 +141,7 @@ class Faults:
         return {"throttle_rate": self.throttle_rate, "lose_rate": self.lose_rate,
                 "ops": None if self.ops is None else sorted(self.ops),
                 "scripted": [{"op": r.op, "remaining": r.remaining,
-                              "kind": "lose" if r.fail is None else "fail",
+                              "kind": r.kind if r.fail is None else "fail",
                               **({} if r.fail is None else {"status": r.fail.status,
                                                             "code": r.fail.code})}
                              for r in self._rules]}

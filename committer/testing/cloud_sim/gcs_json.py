@@ -22,7 +22,11 @@ Operations (names as counted and matched by faults):
 - ``gcs_batch``: ``POST /batch/storage/v1``, up to 100 parts, each a whole request (DELETE or
   GET of an object, or a rewrite or copy); 200 ``multipart/mixed``, a part per sub-request with
   ``Content-ID: <response-N>`` (N the sub-request's id without its brackets) and its own status
-  line (204 for a delete; fake-gcs-server answers 200 ``null``).
+  line (204 for a delete; fake-gcs-server answers 200 ``null``);
+- ``xml_copy`` / ``xml_delete``: the XML API's ``PUT /<bucket>/<object>`` with
+  ``x-goog-copy-source: <bucket>/<object>`` (a copy, ``x-goog-if-generation-match`` honoured;
+  200 ``CopyObjectResult``) and ``DELETE /<bucket>/<object>`` (204), as obstore's GCS store
+  sends them; their errors are XML ``<Error><Code>`` bodies (``NoSuchKey``, ...).
 
 Preconditions are honoured as on the real service (fake-gcs-server ignores them on rewrite and
 delete): ``ifGenerationMatch`` (``0``: no live object), ``ifGenerationNotMatch``,
@@ -45,6 +49,10 @@ which the simulator does not copy: ``ifGenerationMatch`` is ignored on rewrite a
 decode"), a batch sub-request whose head lacks its blank line before the delimiter is a 400
 part ("unable to process request"), and its error bodies say "Not Found" with reason "Not
 Found" rather than the service's ``notFound``.
+
+Driven by gcsfs as a user would (``tests/testing/cloud_sim/test_clients.py``: upload, read,
+list, move, delete, its batch delete): gcsfs writes multipart uploads and batches with LF line
+breaks alone, which the service takes and :mod:`multipart` reads.
 """
 
 from __future__ import annotations
@@ -54,6 +62,7 @@ import binascii
 import os
 import time
 from collections.abc import Callable, Mapping
+from xml.sax.saxutils import escape
 
 import orjson
 
@@ -148,6 +157,32 @@ class GcsError(Exception):
         self.message = message
 
 
+_XML = "Content-Type: application/xml; charset=UTF-8\r\n"
+#: the first path segments of the JSON API (everything else is a bucket of the XML API)
+_JSON_API_ROOTS = frozenset({"storage", "upload", "download", "batch"})
+_XML_CODES = {404: "NoSuchKey", 412: "PreconditionFailed", 401: "AccessDenied"}
+
+
+def _xml_etag(obj: Obj) -> str:
+    sums = obj.sums
+    return f'"{sums[:16].hex()}"' if sums is not None else f'"{obj.seq:032x}"'
+
+
+def _xml_error(e: GcsError) -> Reply:
+    code = _XML_CODES.get(e.status, "InvalidArgument")
+    if e.status == 404 and "bucket" in e.message:
+        code = "NoSuchBucket"
+    return Reply(e.status, _XML, (f"<?xml version='1.0' encoding='UTF-8'?><Error><Code>{code}"
+                                  f"</Code><Message>{escape(e.message)}</Message></Error>")
+                 .encode())
+
+
+_CONDITIONS = ("ifGenerationMatch", "ifGenerationNotMatch", "ifMetagenerationMatch",
+               "ifMetagenerationNotMatch")
+_SOURCE_CONDITIONS = ("ifSourceGenerationMatch", "ifSourceGenerationNotMatch",
+                      "ifSourceMetagenerationMatch", "ifSourceMetagenerationNotMatch")
+
+
 def _not_found(bucket: str, key: str | None = None) -> GcsError:
     if key is None:
         return GcsError(404, "notFound", f"The specified bucket does not exist: {bucket}")
@@ -176,6 +211,8 @@ class GcsService(Service):
             "delete_object": self._delete_object,
             "move": self._move,
             "gcs_batch": self._batch,
+            "xml_copy": self._xml_copy,
+            "xml_delete": self._xml_delete,
         }
 
     # -- answers ---------------------------------------------------------------------------
@@ -200,6 +237,8 @@ class GcsService(Service):
                                "the bearer token is not the one expected.")
             return self._handlers[op](req)
         except GcsError as e:
+            if op.startswith("xml_"):
+                return _xml_error(e)
             return self.error_reply(req, e.status, e.reason, e.message)
 
     def _resource(self, bucket: str, key: str, obj: Obj) -> dict[str, object]:
@@ -280,6 +319,14 @@ class GcsService(Service):
                 raise Refusal(400, "invalid", f"The batch body is invalid: {e}.") from None
             req.cost = len(req.sub)
             return "gcs_batch"
+        elif m in ("PUT", "DELETE") and len(parts) >= 3 and parts[1] and parts[2] \
+                and parts[1] not in _JSON_API_ROOTS \
+                and (m == "DELETE" or "x-goog-copy-source" in req.headers):
+            # the XML API's /<bucket>/<object>, as obstore's GCS store copies (PUT with
+            # x-goog-copy-source) and deletes
+            bucket, _, key = req.path[1:].partition("/")
+            req.bucket, req.key = unquote_fast(bucket), unquote_fast(key)
+            return "xml_copy" if m == "PUT" else "xml_delete"
         raise Refusal(501, "notImplemented", f"The simulator does not implement {m} "
                       f"{req.target[:300]} of the GCS JSON API.")
 
@@ -305,11 +352,10 @@ class GcsService(Service):
                        source: bool = False) -> None:
         """The generation conditions of ``q`` on ``obj`` (``source``: the ``ifSource*``
         ones); 412 ``conditionNotMet`` when one fails."""
-        names = (("ifSourceGenerationMatch", "ifSourceGenerationNotMatch",
-                  "ifSourceMetagenerationMatch", "ifSourceMetagenerationNotMatch") if source
-                 else ("ifGenerationMatch", "ifGenerationNotMatch", "ifMetagenerationMatch",
-                       "ifMetagenerationNotMatch"))
-        match, not_match, meta_match, meta_not = (self._int_param(q, n) for n in names)
+        names = _SOURCE_CONDITIONS if source else _CONDITIONS
+        if q.keys().isdisjoint(names):  # the common case, checked in one call
+            return
+        match, not_match, meta_match, meta_not = [self._int_param(q, n) for n in names]
         generation = None if obj is None else GENERATION_BASE + obj.seq
         ok = True
         if match is not None:  # 0: no live object
@@ -509,6 +555,37 @@ class GcsService(Service):
                   source.extra)
         self.ns.put(bucket, dst_key, obj)
         return self._object_reply(bucket.name, dst_key, obj)
+
+    # -- the XML API's copy and delete -------------------------------------------------------
+
+    def _xml_copy(self, req: Request) -> Reply:
+        src_bucket_name, _, src_key = req.headers["x-goog-copy-source"].lstrip("/") \
+            .partition("/")
+        src_bucket = self._bucket(unquote_fast(src_bucket_name))
+        source = self.ns.get(src_bucket, unquote_fast(src_key))
+        if source is None:
+            raise _not_found(src_bucket.name, unquote_fast(src_key))
+        dst_bucket = self._bucket(req.bucket)
+        conditions = {"ifGenerationMatch": req.headers.get("x-goog-if-generation-match"),
+                      "ifSourceGenerationMatch": req.headers.get(
+                          "x-goog-copy-source-if-generation-match")}
+        q = {k: v for k, v in conditions.items() if v is not None}
+        self._preconditions(q, source, source=True)
+        self._preconditions(q, self.ns.get(dst_bucket, req.key))
+        obj = Obj(self.ns.next_seq(), source.size, time.time(), source.sums, source.data,
+                  source.extra)
+        self.ns.put(dst_bucket, req.key, obj)
+        body = (f"<?xml version='1.0' encoding='UTF-8'?><CopyObjectResult><LastModified>"
+                f"{rfc3339(obj.mtime)}</LastModified><ETag>{_xml_etag(obj)}</ETag>"
+                f"</CopyObjectResult>").encode()
+        return Reply(200, _XML, body)
+
+    def _xml_delete(self, req: Request) -> Reply:
+        bucket = self._bucket(req.bucket)
+        if self.ns.get(bucket, req.key) is None:
+            raise _not_found(req.bucket, req.key)
+        self.ns.remove(bucket, req.key)
+        return Reply(204)
 
     # -- batch -----------------------------------------------------------------------------
 

@@ -260,8 +260,9 @@ class CloudSim:
 
     def set_faults(self, **spec: Any) -> dict[str, Any]:
         """Arm faults (``faults.py``): ``throttle_rate``, ``lose_rate``, ``ops``,
-        ``fail=[{"op", "times", "status", "code"}]``, ``lose=[{"op", "times"}]``, ``clear``,
-        ``seed``. Returns what is armed."""
+        ``fail=[{"op", "times", "status", "code"}]``, ``lose=[{"op", "times"}]``,
+        ``garble=[{"op", "times"}]`` (carried out, a multipart answer no client can read),
+        ``clear``, ``seed``. Returns what is armed."""
         out: dict[str, Any] = self._json("POST", "/faults", orjson.dumps(spec))
         return out
 

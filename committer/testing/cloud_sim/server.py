@@ -28,7 +28,7 @@ import traceback
 from typing import Any, cast
 from urllib.parse import unquote, unquote_plus
 
-from committer.testing.cloud_sim.faults import LOSE, THROTTLE, Fail, Faults
+from committer.testing.cloud_sim.faults import GARBLE, LOSE, THROTTLE, Fail, Faults, garbled
 from committer.testing.cloud_sim.latency import Latency
 from committer.testing.cloud_sim.multipart import SubRequest
 from committer.testing.cloud_sim.stats import Stats
@@ -90,13 +90,22 @@ def http_date_of(ts: float) -> str:
     return text
 
 
+#: the escapes clients write most in object names ('/' in GCS names, '=' of Hive partitions,
+#: ' '): replaced as text, a fifth of ``unquote``'s cost. None decodes to a hex digit or '%',
+#: so what is left after them decodes as it would have in one pass.
+_COMMON_ESCAPES = (("%2F", "/"), ("%3D", "="), ("%20", " "))
+
+
 def unquote_fast(text: str) -> str:
-    """Percent-decoding (UTF-8) that costs nothing when there is nothing to decode, and
-    little when the only escapes are of '/' (GCS object names)."""
+    """Percent-decoding (UTF-8), as ``urllib.parse.unquote``; costs nothing when there is
+    nothing to decode, and little when the only escapes are common ones."""
     if "%" not in text:
         return text
-    if text.count("%") == text.count("%2F"):
-        return text.replace("%2F", "/")
+    for escape, char in _COMMON_ESCAPES:
+        if escape in text:
+            text = text.replace(escape, char)
+            if "%" not in text:
+                return text
     return unquote(text)
 
 
@@ -476,6 +485,9 @@ class HttpProtocol(asyncio.Protocol):
             reply = service.execute(req, op)
         except Exception as e:
             reply = _internal_error(req, e)
+        if drawn is GARBLE:
+            reply = Reply(reply.status, reply.head, garbled(reply.body), reason=reply.reason,
+                          length=reply.length)
         return reply, drawn is LOSE
 
     def _finish(self, payload: bytes, close: bool, lose: bool, cost: int, now: float) -> None:

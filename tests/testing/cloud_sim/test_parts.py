@@ -8,10 +8,22 @@ import hashlib
 import hmac
 import math
 import statistics
+from urllib.parse import unquote
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from committer.testing.cloud_sim.faults import LOSE, THROTTLE, Fail, FaultError, Faults
+from committer.store.http.multipart import parse_batch_response
+from committer.testing.cloud_sim.faults import (
+    GARBLE,
+    LOSE,
+    THROTTLE,
+    Fail,
+    FaultError,
+    Faults,
+    garbled,
+)
 from committer.testing.cloud_sim.latency import Latency
 from committer.testing.cloud_sim.multipart import (
     MultipartError,
@@ -20,6 +32,7 @@ from committer.testing.cloud_sim.multipart import (
     parse_related,
     render_batch,
 )
+from committer.testing.cloud_sim.server import unquote_fast
 from committer.testing.cloud_sim.shared_key import (
     SharedKeyVerifier,
     authorization,
@@ -132,6 +145,40 @@ def test_related_upload_parts() -> None:
     assert (meta, ctype, media) == (b'{"name": "o"}', "text/plain", b"hello\r\n")
 
 
+def test_related_upload_with_lf_line_breaks_keeps_the_media_exact() -> None:
+    # as gcsfs writes it: LF alone, the boundary quoted, no line break after the closing one
+    for media in (b"hello", b"ends in CR\r", b"ends in LF\n", b"\r\n", b""):
+        body = (b'--==0==\nContent-Type: application/json; charset=UTF-8\n\n{"name": "o"}'
+                b"\n--==0==\nContent-Type: application/octet-stream\n\n" + media
+                + b"\n--==0==--")
+        meta, ctype, got = parse_related(body, 'multipart/related; boundary="==0=="')
+        assert (meta, ctype, got) == (b'{"name": "o"}', "application/octet-stream", media)
+
+
+def test_batch_with_lf_line_breaks_and_no_blank_line_after_a_head() -> None:
+    # gcsfs's batch delete: a preamble line, LF alone, each part's head up to the delimiter
+    part = ("\n--=b=\nContent-Type: application/http\nContent-ID: <x+{i}>\n\n"
+            "DELETE /storage/v1/b/k/o/{i} HTTP/1.1\nContent-Type: application/json\n"
+            "content-length: 0\n")
+    body = "".join(part.format(i=i) for i in (1, 2)) + "\n--=b=--"
+    subs = parse_batch(body.encode(), 'multipart/mixed; boundary="=b="', limit=10)
+    assert [(s.content_id, s.method, s.path, s.body) for s in subs] == [
+        ("<x+1>", "DELETE", "/storage/v1/b/k/o/1", b""),
+        ("<x+2>", "DELETE", "/storage/v1/b/k/o/2", b"")]
+    assert subs[0].headers == {"content-type": "application/json", "content-length": "0"}
+
+
+# -- percent-decoding --------------------------------------------------------------------------
+
+_PIECES = st.sampled_from(["%2F", "%3D", "%20", "%2f", "%25", "%C3%A9", "%C3", "%", "%2",
+                           "%zz", "2F", "3D", "a", "/", "=", " ", "é", "+"])
+
+
+@given(st.lists(_PIECES, max_size=12).map("".join))
+def test_unquote_fast_decodes_as_urllib_does(text: str) -> None:
+    assert unquote_fast(text) == unquote(text)
+
+
 # -- throttle ----------------------------------------------------------------------------------
 
 def test_token_bucket_rate_burst_and_retry_after() -> None:
@@ -193,6 +240,23 @@ def test_scripted_faults_are_consumed_in_order_and_by_operation() -> None:
     assert faults.draw("delete_blob", can_lose=False) is None
     assert faults.draw("delete_blob") is LOSE
     assert not faults.active
+
+
+def test_a_garbled_batch_answer_cannot_be_read_but_keeps_its_layout() -> None:
+    faults = Faults(seed=1)
+    faults.configure({"garble": [{"op": "gcs_batch", "times": 1}]})
+    assert faults.describe()["scripted"] == [{"op": "gcs_batch", "remaining": 1,
+                                              "kind": "garble"}]
+    assert faults.draw("gcs_batch", can_lose=False) is None  # not for a sub-request
+    assert faults.draw("gcs_batch") is GARBLE and not faults.active
+    body = render_batch("r", [SubResponse("0", 204, "No Content"),
+                              SubResponse("1", 404, "Not Found", "", b"{}")])
+    bad = garbled(body)
+    assert bad.count(b"--r") == body.count(b"--r") and b"HTTP/1.1" not in bad
+    with pytest.raises(ValueError, match="no HTTP response"):
+        parse_batch_response("multipart/mixed; boundary=r", bad)
+    with pytest.raises(FaultError, match="bad garble rule"):
+        faults.configure({"garble": [{"times": 1}]})
 
 
 def test_random_faults_follow_their_rates_and_operations() -> None:

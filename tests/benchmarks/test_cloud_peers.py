@@ -1,0 +1,75 @@
+"""The cloud-peers suite end to end on a tiny job: this engine and the Python clients commit the
+same job on a simulated account, each from the same starting state, each checked file by file,
+and the report and plot come out."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from benchmarks import cloud_peers
+from benchmarks.cloud_peers import hadoop
+
+
+def _args(tmp_path: Path, service: str, rows: str) -> argparse.Namespace:
+    return argparse.Namespace(
+        service=service, files=200, tasks=4, partitions=7, latency_ms=1.0, p99_ms=10.0,
+        ops_limit=0.0, rows=rows, fsspec_forms="bulk", pool_threads=8,
+        obstore_concurrency=32, json=tmp_path / "peers.json", out=tmp_path)
+
+
+def test_the_engine_and_the_python_clients_each_leave_the_destination_exact(
+        tmp_path: Path) -> None:
+    args = _args(tmp_path, "blob", "engine,engine-account-rate,fsspec,obstore")
+    args.ops_limit = 50_000.0  # high enough not to throttle: the tuned engine's cap
+    result = cloud_peers.run(args)
+    saved = json.loads((tmp_path / "peers.json").read_text())
+    assert list(saved["rows"]) == ["engine", "engine-account-rate", "fsspec-bulk", "obstore"]
+    for name, row in saved["rows"].items():
+        assert "error" not in row, (name, row.get("error"))
+        assert row["destination_exact"], (name, row["examples"])
+        assert row["missing"] == row["sources_left"] == row["extra"] == 0
+        # each row moved the 200 files itself: the account was reset before it
+        assert row["requests"] >= 200 and row["wall_s"] > 0 and row["cpu_s"] > 0
+        assert row["files_per_s"] > 0 and row["machine_bound_term"]
+    assert saved["rows"]["engine"]["vs_engine"] == 1.0
+    # the default engine's static cap, and the tuned one's at the account's limit
+    assert saved["rows"]["engine"]["rate_limit"] == 10_000
+    assert saved["rows"]["engine-account-rate"]["rate_limit"] == 50_000
+    assert saved["rows"]["engine-account-rate"]["vs_engine_account_rate"] == 1.0
+    assert all("vs_engine_account_rate" in row for row in saved["rows"].values())
+    assert saved["rows"]["engine"]["stages"]  # the engine's stage timings, for the timeline
+    text = cloud_peers.report(result)
+    assert "fsspec-bulk" in text and "obstore" in text and "machine bound" in text
+    assert "engine-account-rate's" in text
+    assert list(tmp_path.glob("cloud_peers_blob_200.png"))
+
+
+def test_unknown_rows_are_refused_by_name(tmp_path: Path) -> None:
+    try:
+        cloud_peers.run(_args(tmp_path, "blob", "engine,spark"))
+    except SystemExit as e:
+        assert "spark" in str(e)
+    else:
+        raise AssertionError("an unknown row was accepted")
+
+
+def test_the_hadoop_rows_are_given_the_service(tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Hadoop rows charge the requests of the run's service (a copy and a delete per
+    rename on gcs), so the suite passes its ``--service`` on."""
+    seen: list[dict[str, Any]] = []
+
+    def fake(*args: Any, **kwargs: Any) -> dict[str, object]:
+        seen.append(dict(kwargs, tuned=args[6]))
+        return {"wall_s": 1.0, "process_cpu_s": 0.5, "requests": 10, "throttled": 0,
+                "configuration": "test"}
+
+    monkeypatch.setattr(hadoop, "run_hadoop_peer", fake)
+    result = cloud_peers.run(_args(tmp_path, "gcs", "hadoop-defaults,hadoop-tuned"))
+    assert seen == [{"service": "gcs", "tuned": False}, {"service": "gcs", "tuned": True}]
+    assert "copy then a delete" in result["rows"]["hadoop-tuned"]["how"]

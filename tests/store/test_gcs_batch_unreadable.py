@@ -1,0 +1,71 @@
+"""A GCS batch carried out but answered with a multipart body that cannot be read (the
+simulator's ``garble`` fault): the engine cannot tell which calls were done, falls back to
+single rewrites and deletes, and each of those settles on what the batch already did (its own
+copy at the destination, proven by checksum and size; a source already gone)."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Iterator
+
+import orjson
+import pytest
+
+from committer.job import JobCommitter
+from committer.store import open_store
+from committer.store.gcs.batch import BATCH_FALLBACK_CALLS, BATCH_FALLBACKS
+from committer.task import TaskAttemptCommitter
+from committer.task.attempt import task_ids
+from committer.testing.cloud_sim import CloudSim, start_cloud_sim
+from tests.committer.helpers import fast_config
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[CloudSim]:
+    with start_cloud_sim(service="gcs", latency_ms=0, p99_ms=0) as sim:
+        yield sim
+
+
+@pytest.mark.parametrize("garbled", [1, 1000])
+def test_an_unreadable_batch_answer_falls_back_and_the_destination_is_exact(
+        sim: CloudSim, garbled: int) -> None:
+    """``garbled``: the first batch's answer only (the renames' rewrites), or every one."""
+    dest = f"gs://b{uuid.uuid4().hex[:10]}/table"
+    config = dataclasses.replace(fast_config(), storage_options=sim.storage_options)
+    store = open_store(dest, config)
+    job_id = f"j{uuid.uuid4().hex[:10]}"
+    job = JobCommitter(dest, job_id, config=config, store=store)
+    job.setup()
+    files = {f"p={i % 3}/f{i:04d}": f"file {i}".encode() for i in range(150)}
+    task_id, attempt_id = task_ids(job_id, 0)
+    ta = TaskAttemptCommitter(dest, job_id, task_id, attempt_id, config=config, store=store)
+    ta.setup()
+    for rel, data in files.items():
+        with ta.open_output(rel) as out:
+            out.write(data)
+    ta.commit()
+    sim.reset_stats()
+    armed = sim.set_faults(garble=[{"op": "gcs_batch", "times": garbled}])
+    assert armed["scripted"][0]["kind"] == "garble"
+    try:
+        job.commit()
+    finally:
+        sim.set_faults(clear=True)
+    try:
+        found = {s.path[len(dest) + 1:]: store.read_bytes(s.path)
+                 for s in store.walk_files(dest) if not s.path[len(dest) + 1:].startswith("_")}
+        assert found == files  # exact: every file, its bytes, nothing else, no source left
+        counters = orjson.loads(store.read_bytes(f"{dest}/_SUCCESS"))["iostatistics"]["counters"]
+        assert counters[BATCH_FALLBACKS] >= 1 and counters[BATCH_FALLBACK_CALLS] >= 1
+        stats = sim.stats()
+        # the garbled batches were carried out (their sub-requests done) and answered 200
+        assert stats["by_op_status"]["gcs_batch"].get("200", 0) >= 1
+        assert stats["by_op_status"]["rewrite"].get("200", 0) >= len(files)
+        # the single rewrites after the fallback found their own copies (412) and settled
+        assert stats["by_op_status"]["rewrite"].get("412", 0) >= 1
+        if garbled > 1:  # every batch: each file's rename one by one (rewrite, delete)
+            assert counters[BATCH_FALLBACK_CALLS] >= len(files)
+        assert not [s.path for s in store.walk_files(dest) if "/_temporary" in s.path]
+    finally:
+        store.backend.close()
