@@ -15,10 +15,19 @@ What is reported (``OUT``, and ``cloud-scale-*.json`` in the results directory):
 manifest's size and identity, no source left, nothing else but the committer's own files);
 ``wall_s``; ``throttle_bound_s`` (the operations the account served / its rate: no commit on
 this account can be faster); ``engine_cpu_s`` (the committing process and its workers);
-``cpus``; ``requests`` (operations the account served, a batch's sub-requests each counted);
-``throttled`` (answers refused by the throttle); ``peak_rss_mb`` (the committing process);
-the simulator's own CPU and memory apart. A plot shows throughput and requests in flight
+``cpus``; ``machine_bound_s`` and ``machine_bound_term`` (``bound.py``: the largest of the
+account's bound, engine CPU / CPUs and (engine + simulator CPU) / CPUs, and which of them held
+the run back: on one machine the simulator and the engine share the CPUs); ``requests``
+(operations the account served, a batch's sub-requests each counted); ``throttled`` (answers
+refused by the throttle); ``peak_rss_mb`` (the committing process); the simulator's own CPU
+and memory apart. A plot shows throughput and requests in flight
 over time, as the service saw them, and the engine's adaptive limit.
+
+For jobs of at most ``FLOOR_FILES`` files (or with ``--floor yes``), the same job is put into
+the account again and committed by a bare client (``floor.py``: the least sequence of
+dependent requests the protocol needs, everything of a step sent at once, no journal, no
+checks, no concurrency limit): ``floor_s``, its steps, and ``wall_vs_floor``, the commit's
+ratio to it (issue 33's target: at most ``TARGET_FLOOR_FACTOR``).
 """
 
 from __future__ import annotations
@@ -43,6 +52,9 @@ SERVICES = ("adls", "blob", "gcs")
 TARGET_WALL_FACTOR = 1.25
 TARGET_THROTTLED = 0.10
 TARGET_RSS_MB = 300
+#: jobs up to this size also get their floor measured (``floor.py``), and its target (issue 33)
+FLOOR_FILES = 50_000
+TARGET_FLOOR_FACTOR = 1.5
 
 
 def add_arguments(parser: argparse._ArgumentGroup) -> None:
@@ -72,6 +84,10 @@ def add_arguments(parser: argparse._ArgumentGroup) -> None:
                              "empty Hadoop configuration (config_for_location(CommitterConfig."
                              "from_hadoop_conf({}), {}, dest): the default static cap of a "
                              "cloud store); --rate-limit and --processes are not applied")
+    parser.add_argument("--floor", choices=("auto", "yes", "no"), default="auto",
+                        help="also measure the floor (floor.py: the least sequence of dependent "
+                             "requests, sent by a bare client) on the same account after the "
+                             "commit; auto: for jobs of at most 50,000 files")
     parser.add_argument("--json", type=Path, default=None, help="also write the result here")
 
 
@@ -110,6 +126,7 @@ def _check(sim: Any, job: Any) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    from benchmarks.cloud_scale.bound import machine_bound
     from benchmarks.cloud_scale.job import generate
     from committer.config import CommitterConfig
     from committer.store.fanout import cpus
@@ -144,13 +161,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         timeline = sim.timeline()
         sim.set_faults(clear=True)
         check = _check(sim, job)
+        floor: dict[str, Any] | None = None
+        wanted = getattr(args, "floor", "auto")
+        if wanted == "yes" or (wanted == "auto" and args.files <= FLOOR_FILES):
+            # the same job again beside the first, committed by the bare client
+            twin = generate(sim, args.service, args.files, args.tasks, args.partitions,
+                            f"j{uuid.uuid4().hex[:12]}", CommitterConfig(**config),
+                            table="floor")
+            try:
+                floor = _run_trial({"config": config, "job": twin.description(),
+                                    "service": args.service}, "floor.py")
+            except RuntimeError as e:  # reported, not the commit's failure
+                print(f"the floor could not be measured: {e}", flush=True)
     throttled = stats["throttled"]["bucket"] + stats["throttled"]["injected"]
     served = stats["ops"] - throttled
     bound = served / args.ops_limit if args.ops_limit else 0.0
     cpu_bound = trial["engine_cpu_s"] / cpus()
     # the machine's bound: the account, or the CPUs the engine and the simulator share
-    machine_bound = max(bound, cpu_bound, (trial["engine_cpu_s"] + stats["cpu"]["total_s"])
-                        / cpus())
+    machine_bound_s, machine_bound_term = machine_bound(
+        bound, trial["engine_cpu_s"], stats["cpu"]["total_s"], cpus())
     result = {
         "service": args.service, "files": args.files, "tasks": args.tasks,
         "partitions": args.partitions, "latency_ms": args.latency_ms, "p99_ms": args.p99_ms,
@@ -163,14 +192,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "requests": served, "http_requests": stats["requests"], "throttled": throttled,
         "lost": stats["lost"], "peak_rss_mb": trial["peak_rss_mb"],
         "wall_vs_bound": trial["wall_s"] / max(bound, cpu_bound, 1e-9),
-        "machine_bound_s": machine_bound,
-        "wall_vs_machine_bound": trial["wall_s"] / max(machine_bound, 1e-9),
+        "machine_bound_s": machine_bound_s, "machine_bound_term": machine_bound_term,
+        "wall_vs_machine_bound": trial["wall_s"] / max(machine_bound_s, 1e-9),
         "spark_defaults": bool(args.spark_defaults), "rate_limit": trial["rate_limit"],
         "waits_ms": trial["waits_ms"],
         "sim_cpu_s": stats["cpu"]["total_s"],
         "sim_peak_rss_mb": stats["memory_kib"].get("peak_rss", 0) / 1024,
         "prepare_s": prepare_s, "trial": trial, "sim_stats": stats, "timeline": timeline,
         "plot_dir": str(args.out) if getattr(args, "out", None) else None,
+        "floor": floor, "floor_s": floor["wall_s"] if floor else None,
+        "wall_vs_floor": trial["wall_s"] / floor["wall_s"] if floor else None,
     }
     result["targets"] = {
         "wall": result["wall_vs_bound"] <= TARGET_WALL_FACTOR,
@@ -183,13 +214,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
-def _run_trial(params: dict[str, Any]) -> dict[str, Any]:
+def _run_trial(params: dict[str, Any], script: str = "trial.py") -> dict[str, Any]:
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(params, f)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get(
         "PYTHONPATH", "")]))
     try:
-        done = subprocess.run([sys.executable, str(Path(__file__).with_name("trial.py")),
+        done = subprocess.run([sys.executable, str(Path(__file__).with_name(script)),
                                f.name], cwd=ROOT, env=env, capture_output=True, text=True,
                               timeout=6 * 3600, check=False)
     finally:
@@ -220,8 +251,11 @@ def report(result: dict[str, Any]) -> str:
         ["CPUs", str(result["cpus"]), ""],
         ["wall / max(bound, CPU/CPUs)", f"{result['wall_vs_bound']:.2f}",
          f"<= {TARGET_WALL_FACTOR}: " + ("met" if t["wall"] else "MISSED")],
-        ["wall / machine bound (max(bound, CPU/CPUs, (CPU + simulator CPU)/CPUs))",
-         f"{result['wall_vs_machine_bound']:.2f} ({result['machine_bound_s']:.1f} s)", ""],
+        ["machine bound s: max(account bound, engine CPU/CPUs, (engine + simulator CPU)/CPUs)",
+         f"{result['machine_bound_s']:.1f}", ""],
+        ["held back by (the term that is the machine bound)",
+         str(result.get("machine_bound_term", "")), ""],
+        ["wall / machine bound", f"{result['wall_vs_machine_bound']:.2f}", ""],
         ["static rate cap (ops/s; 0: none)" + (" - Spark's defaults" if
                                                result["spark_defaults"] else ""),
          f"{result['rate_limit']:,}", ""],
@@ -234,6 +268,14 @@ def report(result: dict[str, Any]) -> str:
         ["peak RSS MiB (committing process)", f"{result['peak_rss_mb']:.0f}",
          f"<= {TARGET_RSS_MB}: " + ("met" if t["rss"] else "MISSED")],
         ["worker processes started", str(result["trial"]["processes_started"]), ""],
+        *([["floor s: the least dependent requests, a bare client (floor.py)",
+            f"{result['floor_s']:.2f} (" + ", ".join(
+                f"{k} {v:.2f}" for k, v in result["floor"].items()
+                if k not in ("total", "files", "wall_s")) + ")", ""],
+           ["wall / floor", f"{result['wall_vs_floor']:.2f}",
+            f"<= {TARGET_FLOOR_FACTOR}: " + ("met" if result["wall_vs_floor"]
+                                            <= TARGET_FLOOR_FACTOR else "MISSED")]]
+          if result.get("floor") else []),
         ["simulator CPU s / peak RSS MiB (apart)",
          f"{result['sim_cpu_s']:.1f} / {result['sim_peak_rss_mb']:.0f}", ""],
     ]

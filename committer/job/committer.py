@@ -22,6 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
+from concurrent.futures import Future
 from contextlib import AbstractContextManager
 
 from committer import statistics as st
@@ -40,7 +41,7 @@ from committer.job.durability.rollback import rollback_job
 from committer.job.durability.transaction import CommitTransaction, lock_wanted, open_lock
 from committer.job.stages.cleanup import cleanup_job
 from committer.job.stages.context import StageContext, StageRunner, stage_context
-from committer.job.stages.create_directories import create_directories
+from committer.job.stages.create_directories import check_directories, make_directories
 from committer.job.stages.load_manifests import load_manifests
 from committer.job.stages.plan import JobPlan
 from committer.job.stages.rename_files import rename_files
@@ -120,7 +121,7 @@ class JobCommitter:
                                 dynamic=self.dynamic_partition_overwrite)
         try:
             with spare_old_objects(), self._context(f"commit-{self.layout.job_id[:16]}") as ctx:
-                replayed = txn.open(committed_tasks, extra_destination_roots)
+                replayed = txn.open(committed_tasks, extra_destination_roots, ctx.pool)
                 if replayed is not None:
                     self._discard_replayed(ctx)
                     return replayed
@@ -130,21 +131,26 @@ class JobCommitter:
                     txn.plan(plan, ctx)
                     spare_now()  # the plan lives until the end: no full collection walks it
                     run("create_directories", None, lambda: txn.move_partitions_aside(ctx))
-                    if txn.renaming():
-                        run("create_directories", st.STAGE_CREATE_TARGET_DIRS,
-                            lambda: create_directories(
-                                ctx, plan, [m.dest for m in txn.directory_moves]))
+                    # the journal's 'renaming' is saved while the directories are created
+                    if txn.renaming(ctx.pool):
+                        later = run("create_directories", st.STAGE_CREATE_TARGET_DIRS,
+                                    lambda: self._directories(ctx, plan, txn))
+                        txn.before_renames(ctx.pool)
                         held0, r0 = self.store.rate_limit_held_s(), time.perf_counter()
-                        run("rename_files", st.STAGE_RENAME_FILES,
-                            lambda: self._rename(ctx, plan, txn))
+                        try:
+                            run("rename_files", st.STAGE_RENAME_FILES,
+                                lambda: self._rename(ctx, plan, txn))
+                        finally:
+                            if later is not None:
+                                later.result()
                         self._note_cap(held0, r0)
-                        txn.renamed()
+                        txn.renamed(ctx.pool)  # saved while _SUCCESS is written
                     if cfg.validate_output:
                         run("validate_output", st.STAGE_VALIDATE_OUTPUT,
                             lambda: validate_output(ctx, plan))
                 stats.timed(st.COMMIT_JOB, time.perf_counter() - t_start)
                 summary = run("save_success_marker", None,
-                              lambda: self._save_success(txn, plan))
+                              lambda: self._save_success(txn, plan, ctx))
                 run("cleanup", None, lambda: self._cleanup_after_success(ctx, txn))
         except ManifestCommitterError as e:
             txn.forget_if_unstarted()
@@ -199,6 +205,18 @@ class JobCommitter:
         self.store.stats.incr(st.COMMITTER_TASKS_COMPLETED, len(plan.tasks))
         return plan
 
+    def _directories(self, ctx: StageContext, plan: JobPlan, txn: CommitTransaction
+                     ) -> Future[int] | None:
+        """Before the renames: the directories checked, and created; on a flat object store,
+        whose renames need no directory, created while the files are renamed (returned: the
+        work in flight)."""
+        leaves = check_directories(ctx, plan, [m.dest for m in txn.directory_moves],
+                                   absent=txn.new_directories)
+        if self.store.flat_walk:
+            return ctx.pool.submit(make_directories, ctx, leaves)
+        make_directories(ctx, leaves)
+        return None
+
     def _rename(self, ctx: StageContext, plan: JobPlan, txn: CommitTransaction) -> None:
         cfg = self.config
         replacing = cfg.delete_target_files or cfg.conflict_policy == "last-writer-wins"
@@ -207,10 +225,11 @@ class JobCommitter:
         self.store.stats.incr(st.COMMITTER_FILES_COMMITTED, renamed)
         self.store.stats.incr(st.COMMITTER_BYTES_COMMITTED, plan.bytes)
 
-    def _save_success(self, txn: CommitTransaction, plan: JobPlan | None) -> SuccessData:
+    def _save_success(self, txn: CommitTransaction, plan: JobPlan | None,
+                      ctx: StageContext) -> SuccessData:
         summary = txn.save_success(
             self._summary(plan, success=True, stage="save_success_marker"),
-            lambda s: save_success_marker(self.store, self.layout, s))
+            lambda s: save_success_marker(self.store, self.layout, s), ctx.pool)
         if plan is not None:
             self._keep_manifests(plan)
         return summary
@@ -329,7 +348,7 @@ class JobCommitter:
         # turned into a failed job (the output would be there, but Spark would call it failed).
         t0 = time.perf_counter()
         try:
-            txn.finish(lambda: cleanup_job(ctx))
+            txn.finish(lambda: cleanup_job(ctx, committed=True))
         except ManifestCommitterError:
             LOG.exception("job %s committed, but its directory %s could not be removed",
                           self.layout.job_id, self.layout.job_dir)

@@ -29,6 +29,7 @@ from typing import Any, BinaryIO, Protocol, TypeVar
 from committer.errors import PathNotFoundError, StoreError, TransientStoreError
 from committer.store.base import FileStatus, Store, UploadOnClose
 from committer.store.http import loop as _loop
+from committer.store.http.limiter import AdaptiveLimit
 
 T = TypeVar("T")
 X = TypeVar("X")
@@ -202,6 +203,11 @@ class AsyncStore(Store):
 
     def calls_at_once(self) -> int:
         return self.concurrency
+
+    def expect_requests(self, requests: int) -> None:
+        limit = getattr(self, "limit", None)  # the backends' AdaptiveLimit, on the loop
+        if isinstance(limit, AdaptiveLimit) and getattr(self, "_loop", None) is not None:
+            self._loop.call_soon_threadsafe(limit.expect, requests)
 
     @property
     def _batch_workers(self) -> int:

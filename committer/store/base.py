@@ -338,6 +338,12 @@ class Store(ABC):
         or a device while it runs."""
         return 0
 
+    def expect_requests(self, requests: int) -> None:
+        """A commit is about to send about ``requests`` requests at once (its renames): a
+        backend whose concurrency adapts starts there, not at a slow start meant for a
+        million (``http/limiter.py``, ``AdaptiveLimit.expect``). Nothing elsewhere."""
+        del requests  # nothing to prepare
+
     def fanout_options(self) -> Mapping[str, Any] | None:
         """Storage options a worker process adds to open this store as it is here (what this
         backend found out, so the worker need not ask again), or ``None`` when the store

@@ -33,6 +33,9 @@ def test_a_small_job_commits_exactly_and_is_reported(tmp_path: Path, service: st
     result["plot_dir"] = str(tmp_path)
     text = cloud_scale.report(result)
     assert "destination exact" in text and "throttle bound" in text
+    # with no account limit, the machine's CPUs are what held the run back, and it says so
+    assert result["machine_bound_term"] in ("engine CPU", "engine + simulator CPU")
+    assert f"| {result['machine_bound_term']} |" in text
     assert list(tmp_path.glob("cloud_scale_*.png"))
 
 

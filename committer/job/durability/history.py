@@ -20,9 +20,12 @@ from manifest_schema.records import HistoryRecord
 RECORD_LIMIT = 64 * 1024 * 1024
 
 
-def write_record(store: ManagedStore, dest: str, record: HistoryRecord, temp_path: str) -> None:
-    """Saved whole (write then replace) so a reader never sees half a record."""
-    store.mkdirs(history_dir(dest))
+def write_record(store: ManagedStore, dest: str, record: HistoryRecord, temp_path: str,
+                 make_dir: bool = True) -> None:
+    """Saved whole (write then replace) so a reader never sees half a record; ``make_dir``:
+    False when the caller made the history's directory already."""
+    if make_dir:
+        store.mkdirs(history_dir(dest))
     store.save_atomic(history_record_path(dest, record.job_id), orjson.dumps(record.to_json()),
                       temp_path=temp_path)
 

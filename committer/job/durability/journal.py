@@ -6,16 +6,19 @@
     loading -> planned -> partitions_moved -> renaming -> renamed -> success_written -> cleaning
         [-> cleaned, when cleanup is skipped; otherwise the journal is deleted with the job]
 
-``loading`` is written before the manifests are read, so even a commit killed at its first store
-call leaves the mode and task set it was given. ``planned`` is written before the first rename or
-delete and holds everything resume and rollback need besides the store itself: the identity of
-every manifest the plan was built from (resume refuses manifests that changed), the data moved
-aside, and the directories that did not exist yet; before it, the identities of the sources
-whose manifest entries carry none are saved beside it (``identities.py``). The rename stage
-records nothing per file: renames are idempotent given those identities (a source that is gone
-and a destination that provably *is* it counts as done), so resume re-runs the stage and
-rollback reverses it from the manifests. ``cleaning`` is the point of no return: moved-aside
-data is being deleted, so from then on the commit can only be finished, not undone.
+``loading`` is written while the manifests are read (or before, without a pool), so a commit
+killed after it leaves the mode and task set it was given; killed before, nothing had moved.
+``renaming`` is saved while the directories are created (the first rename waits for it) and
+``renamed`` while ``_SUCCESS`` is written (``transaction.py``). ``planned`` is written before
+the first rename, delete or directory create, and holds everything resume and rollback need
+besides the store itself: the identity of every manifest the plan was built from (resume refuses
+manifests that changed), the data moved aside, and the directories that did not exist yet;
+before it, the identities of the sources whose manifest entries carry none are saved beside it
+(``identities.py``). The rename stage records nothing per file: renames are idempotent given
+those identities (a source that is gone and a destination that provably *is* it counts as done),
+so resume re-runs the stage and rollback reverses it from the manifests. ``cleaning`` is the
+point of no return: moved-aside data is being deleted, so from then on the commit can only be
+finished, not undone.
 ``rolling_back`` marks a rollback in progress; only rollback may continue it.
 """
 

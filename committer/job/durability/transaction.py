@@ -17,9 +17,11 @@ repeated (moving partitions aside once files have been renamed into them) are sk
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Executor, Future
 from typing import Any
 
 import orjson
@@ -114,6 +116,13 @@ class CommitTransaction:
         self.config = config
         self.dynamic = dynamic
         self.journal: Journal | None = None
+        #: a journal save in flight (off the critical path where recovery allows)
+        self._saving: Future[Journal] | None = None
+        #: read or made while the stages run: the previous _SUCCESS's job id, the history's
+        #: directory
+        self._owner: Future[str | None] | None = None
+        self._history_dir: Future[None] | None = None
+        self._displacing = False
         self.lock: DestinationLock | None = None
         self.identifier: SourceIdentifier | None = None
 
@@ -128,11 +137,26 @@ class CommitTransaction:
     # -- opening ---------------------------------------------------------------------------
 
     def open(self, committed_tasks: Mapping[str, str] | None,
-             extra_roots: Sequence[str]) -> SuccessData | None:
+             extra_roots: Sequence[str], pool: Executor | None = None) -> SuccessData | None:
         """Start or continue the journal under the lock. Returns the first commit's summary
-        when this job id has already committed (and then nothing else is done)."""
+        when this job id has already committed (and then nothing else is done).
+
+        With ``pool``, the three reads this needs (journal, move-aside records, history
+        record) go at once, and a new journal's ``loading`` state is saved while the
+        manifests load (:meth:`plan` waits for it): before ``planned`` nothing has moved, so
+        a commit killed before that save lands is one killed before its first request."""
         store, layout = self.meta, self.layout
-        journal = load_journal(store, layout)
+        history_read: Future[HistoryRecord | None] | None = None
+        statics_read: Future[list[MovedAside]] | None = None
+        if pool is not None:
+            statics_read = pool.submit(move_aside.records, store, layout)
+            if self.config.history_enabled:
+                history_read = pool.submit(history.read_record, store, layout.dest,
+                                           layout.job_id)
+        try:
+            journal = load_journal(store, layout)
+        finally:  # the reads in flight are waited for whatever happens
+            statics = statics_read.result() if statics_read is not None else None
         if journal is not None:
             if journal.state == State.ROLLING_BACK:
                 raise JobConflictError(f"job {layout.job_id} is being rolled back; run "
@@ -146,23 +170,30 @@ class CommitTransaction:
                     "it back first")
             mode = journal.mode
         else:
-            statics = move_aside.records(store, layout)
+            if statics is None:
+                statics = move_aside.records(store, layout)
             mode = MODE_DYNAMIC if self.dynamic else MODE_STATIC if statics else MODE_APPEND
         if lock_wanted(self.config, mode):
             self.lock = open_lock(store, layout, self.config, "commit")
             self.lock.acquire()
+            history_read = None  # read again under the lock: a commit may have just ended
         try:
             if journal is None and self.config.history_enabled:
-                record = history.read_record(store, layout.dest, layout.job_id)
+                record = history_read.result() if history_read is not None else \
+                    history.read_record(store, layout.dest, layout.job_id)
                 if record is not None:
                     LOG.info("job %s already committed at %d: returning its summary",
                              layout.job_id, record.committed_ms)
                     return record.success_data()
             if journal is None:
-                journal = save_journal(store, layout, Journal(
+                journal = Journal(
                     layout.job_id, layout.attempt, layout.dest, layout.hadoop_naming, mode,
                     committed_tasks=dict(committed_tasks) if committed_tasks is not None
-                    else None, extra_roots=tuple(extra_roots), moved_aside=tuple(statics)))
+                    else None, extra_roots=tuple(extra_roots), moved_aside=tuple(statics or ()))
+                if pool is None:
+                    journal = save_journal(store, layout, journal)
+                else:
+                    self._saving = pool.submit(save_journal, store, layout, journal)
             else:
                 LOG.warning("job %s: continuing an interrupted commit from state %s",
                             layout.job_id, journal.state.label)
@@ -172,9 +203,17 @@ class CommitTransaction:
         self.journal = journal
         return None
 
+    def _saved(self) -> None:
+        """Wait for the journal save in flight, if any (the next save must not overtake it)."""
+        saving, self._saving = self._saving, None
+        if saving is not None:
+            self.journal = saving.result()
+
     def forget_if_unstarted(self) -> None:
         """After a failure before the plan was recorded nothing was moved, so there is nothing
         to resume or roll back: the journal goes, leaving the job directory as it was."""
+        with contextlib.suppress(StoreError):  # not saved: nothing to forget
+            self._saved()
         if self.journal is not None and self.journal.state == State.LOADING:
             try:
                 self.meta.delete_file(self.layout.journal)
@@ -221,8 +260,16 @@ class CommitTransaction:
 
     def plan(self, plan: JobPlan, ctx: StageContext) -> None:
         """Record the plan before anything moves, or check that it is still the same one."""
+        self._saved()
         j = self._journal()
-        idents = manifest_identities(self.meta, self.layout)
+        # the manifests' listing and the directories' probes at once: both only read
+        absent_found: Future[list[str]] | None = None
+        if j.state < State.PLANNED:
+            absent_found = ctx.pool.submit(self._absent_directories, plan, ctx)
+        try:
+            idents = manifest_identities(self.meta, self.layout)
+        finally:
+            absent = absent_found.result() if absent_found is not None else []
         if j.state >= State.PLANNED:
             changed = [m.path for m in j.manifests if idents.get(m.path) != (m.identity, m.size)]
             loaded = {t.manifest_path for t in plan.tasks}
@@ -250,7 +297,6 @@ class CommitTransaction:
         if j.mode == MODE_DYNAMIC:
             moved += tuple(MovedAside(p, self.layout.aside_location(p))
                            for p in partitions_to_replace(plan, self.layout.dest, j.extra_roots))
-        absent = self._absent_directories(plan, ctx)
         j = dataclasses.replace(j, manifests=tuple(refs), files=plan.files, bytes=plan.bytes,
                                 moved_aside=moved, new_directories=tuple(absent),
                                 directory_moves=self._directory_moves(plan, absent, moved))
@@ -268,36 +314,58 @@ class CommitTransaction:
         return tuple(m for m in candidates if m.dest in gone)
 
     @property
+    def new_directories(self) -> tuple[str, ...]:
+        """The directories the plan found missing (rollback removes them again if empty)."""
+        return self._journal().new_directories
+
+    @property
     def directory_moves(self) -> tuple[DirectoryMove, ...]:
         """The directories recorded to move whole (see ``stages/move_directories.py``)."""
         return self._journal().directory_moves
 
     def _absent_directories(self, plan: JobPlan, ctx: StageContext) -> list[str]:
         """Directories the commit may create, that do not exist yet: rollback removes them
-        again (if empty). One probe per leaf directory that exists; a new leaf costs one probe
-        per missing ancestor."""
+        again (if empty). Where reads wait on a service, every leaf and each of its ancestors
+        below the roots is probed, each once, all at once: one round trip, where probing a
+        leaf's ancestors one after another took one per missing level (a new partition
+        ``p=1`` under a new table: two). On this machine's own disks, one probe per leaf that
+        exists, one per missing ancestor of a new one, as before."""
         roots = [self.layout.dest, *(r.rstrip("/") for r in self._journal().extra_roots)]
         wanted = set(plan.directories) | set(plan.partitions)
         if self.config.history_enabled:
             wanted.add(history_dir(self.layout.dest))
 
-        def probe(leaf: str) -> list[str]:
+        def missing(path: str) -> bool:
+            try:
+                return not self.meta.exists(path)
+            except StoreError:
+                return True  # e.g. ENOTDIR: a file stands above it, so the directory is absent
+
+        def below_root(leaf: str) -> list[str]:
             root = next((r for r in roots if leaf.startswith(r + "/")), None)
-            absent: list[str] = []
+            out: list[str] = []
             path = leaf
             while root is not None and path.startswith(root + "/"):
-                try:
-                    if self.meta.exists(path):
-                        break
-                except StoreError:
-                    pass  # e.g. ENOTDIR: a file stands above it, so the directory is absent
-                absent.append(path)
+                out.append(path)
                 path = path.rpartition("/")[0]
-            return absent
+            return out
 
         found: set[str] = set()
-        window = ctx.window if self.meta.reads_wait(self.layout.dest) else 0
-        run_parallel(ctx.pool, leaf_directories(wanted), probe, window=window,
+        if self.meta.reads_wait(self.layout.dest):
+            paths = sorted({p for leaf in leaf_directories(wanted) for p in below_root(leaf)})
+            run_parallel(ctx.pool, paths, missing, window=ctx.window,
+                         on_result=lambda path, gone: found.add(path) if gone else None)
+            return sorted(found)
+
+        def probe(leaf: str) -> list[str]:
+            absent: list[str] = []
+            for path in below_root(leaf):
+                if not missing(path):
+                    break
+                absent.append(path)
+            return absent
+
+        run_parallel(ctx.pool, leaf_directories(wanted), probe, window=0,
                      on_result=lambda _leaf, absent: found.update(absent))
         return sorted(found)
 
@@ -319,53 +387,104 @@ class CommitTransaction:
             ctx.notify(MOVE_ASIDE_STAGE, done, len(targets))
         self.journal = advance(self.meta, self.layout, j, State.PARTITIONS_MOVED)
 
-    def renaming(self) -> bool:
-        """Before the rename stage; ``False`` when an earlier run already finished it."""
+    def renaming(self, pool: Executor | None = None) -> bool:
+        """Before the directories are created; ``False`` when an earlier run already finished
+        the rename stage. With ``pool`` the ``renaming`` state is saved while the directories
+        are created (:meth:`before_renames` waits for it): a directory created under
+        ``planned`` is one rollback removes all the same (the plan lists it as new). The
+        history's directory, when new, is created meanwhile too."""
         j = self._journal()
         if j.state >= State.RENAMED:
             return False
         self.check_lock()
-        self.journal = advance(self.meta, self.layout, j, State.RENAMING)
+        if pool is None:
+            self.journal = advance(self.meta, self.layout, j, State.RENAMING)
+            return True
+        self._saving = pool.submit(advance, self.meta, self.layout, j, State.RENAMING)
+        folder = history_dir(self.layout.dest)
+        if self.config.history_enabled and folder in j.new_directories:
+            self._history_dir = pool.submit(self.meta.mkdirs, folder)
         return True
 
-    def renamed(self) -> None:
-        self.journal = advance(self.meta, self.layout, self._journal(), State.RENAMED)
+    def before_renames(self, pool: Executor | None = None) -> None:
+        """The first rename waits for ``renaming`` to be saved. With ``pool``, the previous
+        ``_SUCCESS``'s owner is read while the files are renamed (the renames never touch
+        it; under the lock nothing else does either)."""
+        self._saved()
+        if pool is not None and self.config.mark_successful_jobs:
+            self._owner = pool.submit(success_job_id, self.meta, self.layout.success_marker)
+
+    def renamed(self, pool: Executor | None = None) -> None:
+        """After the rename stage. With ``pool`` the ``renamed`` state is saved while
+        ``_SUCCESS`` and the history record are written (:meth:`save_success` waits for it
+        before ``success_written``): a commit killed before it lands is resumed from
+        ``renaming``, whose renames all prove done by identity, or rolled back as before."""
+        if pool is None:
+            self.journal = advance(self.meta, self.layout, self._journal(), State.RENAMED)
+        else:
+            self._saving = pool.submit(advance, self.meta, self.layout, self._journal(),
+                                       State.RENAMED)
 
     def displacer(self) -> Callable[[str], None]:
         """Last writer wins (or delete.target.files): an existing destination file is moved
         aside, so a rollback can put it back, and deleted with the job directory."""
+        self._displacing = True
         return lambda path: move_aside.displace(self.store, self.layout, path)
 
-    def save_success(self, summary: SuccessData,
-                     save_marker: Callable[[SuccessData], None]) -> SuccessData:
+    def save_success(self, summary: SuccessData, save_marker: Callable[[SuccessData], None],
+                     pool: Executor | None = None) -> SuccessData:
         """Write ``_SUCCESS`` and the history record; returns the commit's summary (the first
-        run's, when an earlier run of this commit got this far)."""
+        run's, when an earlier run of this commit got this far).
+
+        With ``pool`` the history record is written while ``_SUCCESS`` is: both must be
+        there before ``success_written``, in no order between them (rollback removes each
+        of this job's, whichever it finds)."""
+        owner_read, self._owner = self._owner, None
+        folder, self._history_dir = self._history_dir, None
+        self._saved()
         j = self._journal()
         if j.state >= State.SUCCESS_WRITTEN:
             record = history.read_record(self.meta, self.layout.dest, j.job_id)
             return record.success_data() if record is not None else summary
         self.check_lock()
-        if self.config.mark_successful_jobs:
-            marker = self.layout.success_marker
-            owner = success_job_id(self.meta, marker)
-            if owner is not None and owner != j.job_id:
-                # Keep the previous job's marker until this commit is final: rollback puts
-                # it back. A rename keeps it whole, and our marker replaces nothing.
-                self.meta.replace_file(marker, self.layout.previous_success)
-            save_marker(summary)
-        if self.config.history_enabled:
-            record = HistoryRecord(j.job_id, j.attempt, j.mode, summary.timestamp, j.files,
-                                   j.bytes, len(j.manifests), summary.to_json())
-            history.write_record(self.meta, self.layout.dest, record,
-                                 temp_path=self.layout.history_temp)
+        written: Future[None] | None = None
+        try:
+            if self.config.history_enabled:
+                record = HistoryRecord(j.job_id, j.attempt, j.mode, summary.timestamp, j.files,
+                                       j.bytes, len(j.manifests), summary.to_json())
+                if folder is not None:
+                    folder.result()  # the directory was created while the files were renamed
+                if pool is None:
+                    history.write_record(self.meta, self.layout.dest, record,
+                                         temp_path=self.layout.history_temp)
+                else:
+                    written = pool.submit(history.write_record, self.meta, self.layout.dest,
+                                          record, temp_path=self.layout.history_temp,
+                                          make_dir=folder is None and history_dir(
+                                              self.layout.dest) in j.new_directories)
+            if self.config.mark_successful_jobs:
+                marker = self.layout.success_marker
+                owner = owner_read.result() if owner_read is not None else \
+                    success_job_id(self.meta, marker)
+                if owner is not None and owner != j.job_id:
+                    # Keep the previous job's marker until this commit is final: rollback puts
+                    # it back. A rename keeps it whole, and our marker replaces nothing.
+                    self.meta.replace_file(marker, self.layout.previous_success)
+                save_marker(summary)
+        finally:
+            if written is not None:
+                written.result()
         self.journal = advance(self.meta, self.layout, j, State.SUCCESS_WRITTEN)
         return summary
 
     def finish(self, cleanup: Callable[[], Any]) -> None:
         """The point of no return: delete what was moved aside, then the job directory."""
         j = self.journal = advance(self.meta, self.layout, self._journal(), State.CLEANING)
-        for kind in (REPLACED_DIR, DISPLACED_DIR):
-            self.meta.delete_tree(join(self.layout.attempt_dir, kind))
+        # Nothing moved aside or displaced by this commit is left for cleanup, which deletes
+        # the job directory they are in; otherwise they go first (two round trips).
+        if self.config.cleanup_skipped or j.moved_aside or self._displacing:
+            for kind in (REPLACED_DIR, DISPLACED_DIR):
+                self.meta.delete_tree(join(self.layout.attempt_dir, kind))
         if self.config.cleanup_skipped:
             self.journal = advance(self.meta, self.layout, j, State.CLEANED)
             return

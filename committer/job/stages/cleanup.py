@@ -23,12 +23,20 @@ from committer.store.managed import ManagedStore
 STAGE = "cleanup"
 
 
-def cleanup_job(ctx: StageContext) -> int:
-    """Delete the job directory; return how many task attempt directories were removed."""
+def cleanup_job(ctx: StageContext, committed: bool = False) -> int:
+    """Delete the job directory; return how many task attempt directories were removed.
+    ``committed``: after a commit that renamed every file, when the task attempt directories
+    hold no more than their names (on a cloud store: a renamed source is gone), so one
+    deletion of the job directory is all it takes."""
     store, layout, config = ctx.store, ctx.layout, ctx.config
     store.delete_file(layout.job_marker)
     removed = 0
-    if config.cleanup_parallel_delete:
+    # after a commit on a cloud store the task directories hold no more than their names
+    at_once = (not config.cleanup_parallel_delete or (committed and store.reads_wait(
+        layout.job_dir)) or _deletes_tree_at_once(store, layout))
+    if at_once:
+        ctx.notify(STAGE, 0, 1)  # one deletion: the job directory
+    else:
         try:
             task_dirs = [s.path for s in store.list_dir(layout.tasks_dir) if s.is_dir]
         except PathNotFoundError:
@@ -41,8 +49,18 @@ def cleanup_job(ctx: StageContext) -> int:
         if store.prunes_empty_dirs:
             _delete_manifests(ctx)
     _delete_job_dir(store, layout)
+    if at_once:
+        ctx.notify(STAGE, 1, 1)
     store.remove_dir_if_empty(layout.temporary_dir)
     return removed
+
+
+def _deletes_tree_at_once(store: ManagedStore, layout: JobLayout) -> bool:
+    """A service whose directories are real (it moves one whole, in one call: ADLS Gen2 with
+    a hierarchical namespace) deletes a tree in one request too: the task directories'
+    deletes first would only be a listing and a round trip more. Not on this machine's own
+    disks, where a tree is deleted file by file."""
+    return store.renames_directories and store.reads_wait(layout.job_dir)
 
 
 # A task attempt being killed may still create a file in a directory the delete has already

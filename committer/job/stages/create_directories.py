@@ -79,9 +79,18 @@ def create_directories(ctx: StageContext, plan: JobPlan, moved_whole: Collection
     """Create every leaf directory the plan needs; returns how many. A directory in
     ``moved_whole`` is not created (its rename creates it; an existing one would stop the
     rename), only its parent."""
+    return make_directories(ctx, check_directories(ctx, plan, moved_whole))
+
+
+def check_directories(ctx: StageContext, plan: JobPlan, moved_whole: Collection[str] = (),
+                      absent: Collection[str] | None = None) -> list[str]:
+    """What must happen before the first rename: on a flat object store, every directory to
+    create and each of its ancestors checked for a file of its name (refused, or deleted with
+    ``delete_target_files``); returns the leaves to create (:func:`make_directories`).
+    ``absent``: paths the commit's plan found missing a moment ago (``durability/``), which
+    hold no file and need no check: a new table's partitions need none."""
     store, config = ctx.store, ctx.config
     dest = ctx.layout.dest
-    store.mkdirs(dest)
     wanted = set(plan.directories)
     wanted.update(plan.partitions)
     if moved_whole:
@@ -92,19 +101,31 @@ def create_directories(ctx: StageContext, plan: JobPlan, moved_whole: Collection
     if store.flat_walk:
         # A flat object store's directories are names: creating "p=1/q=2" sees nothing of an
         # object "p=1", which would stay beside the new directory (a file and a directory of
-        # one name). A filesystem's mkdirs fails on it; here every ancestor of a leaf is
-        # checked, once, before anything is created.
-        ancestors = sorted({a for leaf in leaves for a in _ancestors(leaf, dest)[:-1]})
-        run_parallel(ctx.pool, ancestors,
+        # one name). A filesystem's mkdirs fails on it; here every ancestor of a leaf, and
+        # the leaf, is checked, once, before anything is created or renamed.
+        missing = set(absent or ())
+        paths = sorted({a for leaf in leaves for a in _ancestors(leaf, dest)} - missing)
+        run_parallel(ctx.pool, paths,
                      lambda p: _clear_ancestor(store, p, config.delete_target_files),
                      window=ctx.window)
+    return leaves
+
+
+def make_directories(ctx: StageContext, leaves: list[str]) -> int:
+    """Create ``leaves`` (each ``mkdirs`` makes its parents) and the destination, all at once;
+    returns how many leaves. On a flat object store (after :func:`check_directories`) the
+    renames need none of them, so a commit runs this while its files are renamed."""
+    store, config = ctx.store, ctx.config
+    dest = ctx.layout.dest
     counter = Counter()
     ctx.notify(STAGE, 0, len(leaves))
     run_parallel(
         ctx.pool,
-        leaves,
-        lambda p: _make_directory(store, p, dest, config.delete_target_files),
+        [dest, *leaves],
+        lambda p: store.mkdirs(p) if p == dest else
+        _make_directory(store, p, dest, config.delete_target_files),
         window=ctx.window,
-        on_result=lambda _i, _r: ctx.notify(STAGE, counter.add(1), len(leaves)),
+        on_result=lambda p, _r: None if p == dest else
+        ctx.notify(STAGE, counter.add(1), len(leaves)),
     )
     return len(leaves)

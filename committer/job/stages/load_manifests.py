@@ -206,6 +206,7 @@ def load_manifests(
         ctx.notify(STAGE, done, total)
 
     window = load_window(ctx)
+    store.expect_requests(min(len(work), window))
     try:
         for _item, loaded in loaded_manifests(ctx.pool, work, loader, window):
             merge(loaded)

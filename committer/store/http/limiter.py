@@ -1,4 +1,5 @@
-"""How many requests one store keeps in flight: a limit that follows the service's answers.
+"""How many requests one store keeps in flight, and how fast it sends them: a limit that
+follows the service's answers.
 
 A storage account refuses what it cannot serve (Azure ``503 ServerBusy``, GCS ``429``), and a
 client that keeps sending at the same concurrency turns throttling into a retry storm. So the
@@ -15,7 +16,9 @@ limit is additive-increase / multiplicative-decrease, as TCP's congestion window
 - **increase**: afterwards by one per ``GROWTH`` answers not refused, about ``1/GROWTH`` of
   itself per round trip; **gently near the last cut**: while the refusals are the account's
   rate answering (below), from ``NEAR`` under the limit the last cut left to ``NEAR`` over
-  it, by one per ``GENTLE`` answers only, about ``1/GENTLE`` of itself a round trip.
+  it, by one per ``GENTLE`` answers only, about ``1/GENTLE`` of itself a round trip;
+- **pace**: once refusals have shown the account's rate, requests are also paced, in
+  requests a second (below).
 
 Against an account's rate, the share refused grows the further over the rate the limit is, so
 the limit falls as far as it must. Growing by ``1/GROWTH`` a round trip, it then circled
@@ -25,6 +28,26 @@ refusals (1,000,000 renames against a 10,000/s account: 11.9% refused; 14.7% at 
 The limit a cut leaves is the estimate of the rate, so near it the limit now creeps (CUBIC's
 plateau, in round trips rather than time): each crossing of the rate costs a refused share of
 about the growth of a round trip or two.
+
+Not enough: against the simulated account's token bucket (10,000/s, a quarter second's
+burst) the concurrency still crossed the rate every few round trips (3.0% of a million renames
+refused), and a client whose own CPU is busy sends in bursts whatever its concurrency: the
+answers it has not yet read hold places, and when it catches up it sends a burst, twice the
+rate for a tenth of a second, which the account refuses. So the limit also paces. Answers are
+counted in spans of ``SPAN_S`` (a quarter second, thousands of answers at such rates); a span
+with refusals (at least ``SPAN_NOISE`` of its answers; a refusal of a request sent before the
+pace was last cut does not count) that are the rate's (at least ``CLEAN`` of the ``SPANS_OF``
+spans before it had none) measures the rate: the answers it served a second, if the client
+sent as fast as its pace or limit let it, else (a pause of its CPU) the share of what it sent
+that was served. The pace is set ``PACE_MARGIN`` under that (at most halved), a token bucket
+holding a fiftieth of a second of it. A span in which the pace held requests back grows it:
+within ``NEAR`` of the pace the last cut was made at (CUBIC's plateau again), by
+``PACE_GENTLE`` of the estimate a second, additively; elsewhere (a first estimate made in the
+confusion of slow start's overshoot, or an account that serves more now) by ``PACE_GROWTH``
+of itself a second. The account's own burst absorbs the crossings: refusals come only once
+the pace has been over the rate long enough to empty it. Refusals in every one of the last
+``SPANS_OF`` spans, paced as the client was, are not the rate's (5% at random): the pace is
+lifted, and only refusals after clean spans set it again.
 
 The refusals are taken as the rate's while at least ``CLEAN`` of the last ``CLEAN_OF`` windows
 had none: under an account's rate the requests one limit sends in a round trip vary with the
@@ -46,9 +69,9 @@ in a queue. Growth then goes on at a quarter of its pace for a few windows and r
 slow start if the latency falls back (the exit was a passing hiccup), else continues as
 the increase below.
 
-Only throttled answers (the service says it did not do the request) cut the limit; errors
-and lost connections do not, nor does latency. ``maximum`` is the configured concurrency:
-latency x rate of the account (``docs/stores.md``).
+Only throttled answers (the service says it did not do the request) cut the limit or the
+pace; errors and lost connections do not, nor does latency. ``maximum`` is the configured
+concurrency: latency x rate of the account (``docs/stores.md``).
 """
 
 from __future__ import annotations
@@ -56,6 +79,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import math
 import time
 
 __all__ = ["AdaptiveLimit"]
@@ -77,7 +101,27 @@ RTT_SAMPLES = 8
 RTT_RISE_MIN_S = 0.004
 RTT_RISE_MAX_S = 0.016
 CSS_WINDOWS = 5
+#: the most a known size starts the slow start at: the limit's jump opens as many connections
+#: at once (each a TLS handshake on a real service, a queue on a slow one); from here slow
+#: start doubles as usual, HyStart++ watching
+EXPECT_MAX = 256
 CSS_STEP = 4
+#: the pace (requests a second) once refusals have shown the account's rate: answers are
+#: counted in spans of SPAN_S; a span with at least SPAN_MIN answers, at least SPAN_NOISE of
+#: them refused, and at least CLEAN of the SPANS_OF spans before it without refusals (the
+#: rate's refusals, not random ones) measures the rate. The pace is set PACE_MARGIN under it,
+#: and grows, while it holds requests back, by PACE_GENTLE of that estimate a second within
+#: NEAR of the pace the cut was made at, else by PACE_GROWTH of itself a second; its bucket
+#: holds PACE_BURST_S of it, and a request it holds is looked at again after PACE_TICK_S
+SPAN_S = 0.25
+SPAN_MIN = 64
+SPAN_NOISE = 0.02
+SPANS_OF = 6
+PACE_MARGIN = 0.03
+PACE_GENTLE = 0.02
+PACE_GROWTH = 0.25
+PACE_BURST_S = 0.02
+PACE_TICK_S = 0.002
 
 
 class AdaptiveLimit:
@@ -107,6 +151,23 @@ class AdaptiveLimit:
         # and which of the last CLEAN_OF windows had no refusal (a bit each, newest lowest)
         self._ceiling = 0
         self._clean = 0
+        #: the pace, answers a second (0: none yet), and its bucket
+        self.rate = 0.0
+        self._tokens = 0.0
+        self._filled = 0.0
+        self._timer: tuple[asyncio.AbstractEventLoop, asyncio.TimerHandle] | None = None
+        self._measured = 0.0  # the pace the last cut left: the estimate of the account's rate
+        self._over = 0.0  # the pace (or rate sent) the last cut was made at: it crept near it
+        self._paced_at = -math.inf  # when the pace was last cut
+        #: the span: when it began, answers served and refused in it, whether the pace held a
+        #: request back; and which of the last SPANS_OF spans had no refusal
+        self.clock = time.monotonic  # the time source (a model of an account replaces it)
+        self._span_start = -math.inf  # the first answer begins the first span
+        self._span_served = 0
+        self._span_refused = 0.0
+        self._span_paced = False
+        self._span_full = False  # whether the limit of requests in flight was reached
+        self._span_clean = (1 << SPANS_OF) - 1  # no refusal before the first span
         #: throttled answers seen, cuts made, slow starts ended by latency (statistics)
         self.throttled = 0
         self.cuts = 0
@@ -117,18 +178,20 @@ class AdaptiveLimit:
     def try_acquire(self) -> int | None:
         """A place now if there is one (its epoch), else ``None``: :meth:`acquire` without a
         coroutine, for the path every request takes."""
-        if self.in_flight < self.limit and not self._waiters:
+        if self.in_flight < self.limit and not self._waiters and (not self.rate or self._token()):
             self.in_flight += 1
             return self._epoch
         return None
 
     async def acquire(self) -> int:
         """Wait for a place; returns the epoch to hand back to :meth:`release`."""
-        if self.in_flight < self.limit and not self._waiters:
+        if self.in_flight < self.limit and not self._waiters and (not self.rate or self._token()):
             self.in_flight += 1
             return self._epoch
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append(waiter)
+        if self.in_flight < self.limit:
+            self._wake_later()  # the pace holds it: no answer may come to wake it
         try:
             await waiter  # _wake reserved the place (in_flight) before waking us
         except asyncio.CancelledError:
@@ -145,10 +208,19 @@ class AdaptiveLimit:
                 ) -> None:
         """A request sent in ``epoch`` is answered (``throttled``: the service refused it;
         ``seconds``: how long the answer took, when it came)."""
+        if self.in_flight >= self.limit:
+            self._span_full = True
         self.in_flight -= 1
+        now = self.clock()
+        if now - self._span_start >= SPAN_S:
+            self._end_span(now)
         if throttled:
             self.throttled += 1
-        elif self.limit < self.maximum:
+            if seconds is None or now - seconds >= self._paced_at:
+                self._span_refused += 1  # not a request sent before the pace was last cut
+        else:
+            self._span_served += 1
+        if not throttled and self.limit < self.maximum:
             self._credit += 1
             step = (CSS_STEP if self._css else 1) if self._slow_start else self._growth_step()
             if self._credit >= step:
@@ -166,10 +238,26 @@ class AdaptiveLimit:
     def epoch(self) -> int:
         return self._epoch
 
+    def expect(self, requests: int) -> None:
+        """A caller is about to send ``requests`` at once (a commit that knows its size): the
+        slow start begins there (within ``maximum`` and ``EXPECT_MAX``) instead of at
+        ``initial``. Only the
+        starting point changes: once a window has refused anything (a cut) or slow start has
+        ended, the limit follows the service as before and this does nothing. A commit of
+        1,000 renames otherwise spent four or five round trips growing from 64; from 256 it
+        spends two."""
+        requests = min(requests, EXPECT_MAX)
+        if self.cuts or not self._slow_start or self._css or requests <= self.limit:
+            return
+        self.limit = min(requests, self.maximum)
+        self._note()
+        self._wake()
+
     def throttled_answer(self, epoch: int, refused: int = 1, of: int = 1) -> None:
         """``refused`` of the ``of`` sub-requests of a batch sent in ``epoch`` were throttled:
         the batch, released as one answer, counts as that share of a refusal."""
         self.throttled += refused
+        self._span_refused += refused / max(of, refused, 1)
         if epoch == self._epoch:
             self._refused += refused / max(of, refused, 1)
 
@@ -229,12 +317,88 @@ class AdaptiveLimit:
         self._ceiling = self.limit
         self._note()
 
+    def _end_span(self, now: float) -> None:
+        """A span ends: refusals that are the rate's set the pace under the rate they measured
+        (at most halving it); a span in which the pace held requests back grows it (refusals
+        that are not the rate's do not stop that); refusals in every one of the last SPANS_OF
+        spans, paced as they were, are not the rate's: the pace is lifted."""
+        took = now - self._span_start
+        served, refused, paced = self._span_served, self._span_refused, self._span_paced
+        full = paced or self._span_full
+        self._span_start, self._span_served, self._span_refused = now, 0, 0.0
+        self._span_paced = self._span_full = False
+        if took > 4 * SPAN_S:
+            return  # idle for most of it (between stages): it measures nothing
+        if refused < SPAN_NOISE * (served + refused):
+            refused = 0  # the tail of the answers to requests sent before the last cut
+        rates = self._span_clean.bit_count() >= CLEAN
+        self._span_clean = ((self._span_clean << 1) | (not refused)) & ((1 << SPANS_OF) - 1)
+        if refused and rates:
+            if served + refused >= SPAN_MIN:
+                # the answers served a second, if this process sent as fast as its pace or
+                # its limit let it: else (its CPU paused it, say) the share not refused of
+                # what it sent
+                sent = (served + refused) / took
+                base = self.rate or sent
+                served_share = served / (served + refused)
+                if full or sent >= base * (1 - NEAR):
+                    served_share = min(served_share, served / took / base)
+                self._measured = base * max(1 - MAX_CUT, served_share * (1 - PACE_MARGIN))
+                self._over, self._paced_at = base, now
+                self._pace(self._measured, now)
+        elif refused and self.rate and not self._span_clean:
+            self.rate = 0.0
+            self._wake()
+        elif self.rate and paced:
+            over = self._over
+            if not refused and over * (1 - NEAR) <= self.rate <= over * (1 + NEAR):
+                self._pace(self.rate + PACE_GENTLE * self._measured * took, now)
+            else:
+                self._pace(self.rate * (1 + PACE_GROWTH * took), now)
+
+    def _pace(self, rate: float, now: float) -> None:
+        if not self.rate:
+            self._tokens, self._filled = 0.0, now
+        self.rate = rate
+        self._tokens = min(self._tokens, max(1.0, rate * PACE_BURST_S))
+
+    def _token(self) -> bool:
+        """Take a token of the pace's bucket, if it holds one."""
+        now = self.clock()
+        self._tokens = min(max(1.0, self.rate * PACE_BURST_S),
+                           self._tokens + (now - self._filled) * self.rate)
+        self._filled = now
+        if self._tokens >= 1:
+            self._tokens -= 1
+            return True
+        self._span_paced = True
+        return False
+
+    def _wake_later(self) -> None:
+        """Look at the waiters again when the pace's bucket holds a token."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        if not self.rate or (self._timer is not None and self._timer[0] is loop):
+            return
+        self._timer = (loop, loop.call_later(
+            max(PACE_TICK_S, (1 - self._tokens) / self.rate), self._tick))
+
+    def _tick(self) -> None:
+        self._timer = None
+        self._wake()
+
     def _note(self) -> None:
         self.history.append((time.monotonic(), self.limit))
 
     def _wake(self) -> None:
         while self.in_flight < self.limit and self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                self.in_flight += 1
-                waiter.set_result(None)
+            if self._waiters[0].done():
+                self._waiters.popleft()  # cancelled
+                continue
+            if self.rate and not self._token():
+                self._wake_later()
+                return
+            self.in_flight += 1
+            self._waiters.popleft().set_result(None)

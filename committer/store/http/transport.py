@@ -251,10 +251,12 @@ class Transport:
             ca_source = f"the system's store with SSL_CERT_FILE={env['SSL_CERT_FILE']}"
         transport = cls(proxy, explicit, env_proxies, no_proxy, no_proxy_source, ca_bundle,
                         ca_source)
-        try:
-            transport.ssl_context()  # a bundle that is not PEM fails here, not at a request
-        except (ssl.SSLError, OSError) as e:
-            raise ConfigError(f"cannot load the CA bundle {transport.ca_source}: {e}") from None
+        # A bundle this store's options name that is not PEM fails here, not at a request.
+        # One from the environment (often set machine-wide) or the system's store is loaded
+        # when the first https pool is made, which is also before anything moves: ~30 ms of
+        # CPU that a store on http endpoints never needs.
+        if raw[CA_BUNDLE_OPTION]:
+            transport.ssl_context()
         return transport
 
     def proxy_for(self, origin: Origin) -> Proxy | None:
@@ -265,6 +267,7 @@ class Transport:
         return proxy
 
     def ssl_context(self) -> ssl.SSLContext:
+        """The context of https pools; a bundle that cannot be loaded is a ``ConfigError``."""
         cafile = capath = None
         if self.ca_bundle is not None:
             if os.path.isdir(self.ca_bundle):
@@ -272,7 +275,10 @@ class Transport:
             else:
                 cafile = self.ca_bundle
         env = (os.environ.get("SSL_CERT_FILE", ""), os.environ.get("SSL_CERT_DIR", ""))
-        return _context(cafile, capath, env)
+        try:
+            return _context(cafile, capath, env)
+        except (ssl.SSLError, OSError) as e:
+            raise ConfigError(f"cannot load the CA bundle {self.ca_source}: {e}") from None
 
     def pool_options(self, origin: Origin) -> dict[str, Any]:
         """The keyword arguments of ``ConnectionPool`` for ``origin``."""

@@ -174,6 +174,9 @@ class ManagedStore(RecoveringRenames):
     def calls_at_once(self) -> int:
         return self.backend.calls_at_once()
 
+    def expect_requests(self, requests: int) -> None:
+        self.backend.expect_requests(requests)
+
     def read_bytes(self, path: str, limit: int | None = None) -> bytes:
         return self.call(st.OP_READ_FILE, lambda: self.backend.read_bytes(path, limit))
 

@@ -6,6 +6,7 @@ kernel lacks it), which must give the same results."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -60,6 +61,18 @@ def _task_file(dest: Path, name: str, data: bytes = b"x") -> str:
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_bytes(data)
     return str(p)
+
+
+def _open_under(root: Path) -> list[str]:
+    """What this process holds open under ``root`` (its directories the store kept open):
+    counting every fd would also count what other threads open and close meanwhile."""
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):  # closed since listed
+            target = os.readlink(f"/proc/self/fd/{fd}")
+            if target == str(root) or target.startswith(f"{root}/"):
+                found.append(target)
+    return found
 
 
 def test_mkdirs_refuses_a_link_anywhere_beneath_and_creates_nothing_outside(dest: Path) -> None:
@@ -218,8 +231,6 @@ def test_a_directory_moved_away_is_not_renamed_into_later(dest: Path) -> None:
 def test_many_directories_with_a_small_cache(dest: Path) -> None:
     # More destination directories than the cache holds and than one run may pin: every
     # file still lands, and closing the store closes every directory it kept open.
-    fd_dir = "/proc/self/fd"
-    before = len(os.listdir(fd_dir))
     store = _store(dest)
     store._dirs.capacity = 5
     store._pins_per_run = 3
@@ -231,8 +242,9 @@ def test_many_directories_with_a_small_cache(dest: Path) -> None:
     assert store.rename_batch(entries, 0) == (40, [])
     assert all((dest / f"p={k % 13}" / f"f{k}").exists() for k in range(40))
     assert len(store._dirs) <= 5
+    assert _open_under(dest)
     store.close()
-    assert len(os.listdir(fd_dir)) == before
+    assert _open_under(dest) == []
 
 
 def test_writes_go_through_no_link_beneath_either(dest: Path) -> None:
@@ -275,15 +287,13 @@ def test_a_store_dropped_without_close_closes_its_directories(dest: Path) -> Non
     # go with the store (nothing may keep it alive), not accumulate in the process
     import gc
 
-    fd_dir = "/proc/self/fd"
-    gc.collect()  # stores earlier tests dropped: their directories close now, not below
-    before = len(os.listdir(fd_dir))
     for k in range(20):
         store = _store(dest)
         (dest / f"p={k}").mkdir()
         entries = [(_task_file(dest, f"t{k}"), str(dest / f"p={k}" / "f"), 1, None)]
         assert store.rename_batch(entries, 0) == (1, [])
         assert len(store._dirs) == 1
+        assert _open_under(dest)
         del store
     gc.collect()
-    assert len(os.listdir(fd_dir)) == before
+    assert _open_under(dest) == []

@@ -111,6 +111,11 @@ def test_ca_bundle_sources(tmp_path: Path) -> None:
         Transport.resolve({"committer_ca_bundle": str(garbage)}, {})
     context = Transport.resolve({}, {}).ssl_context()
     assert context.check_hostname and context.verify_mode.name == "CERT_REQUIRED"
+    # one from the environment (often set machine-wide) is loaded for the first https pool
+    from_env = Transport.resolve({}, {"REQUESTS_CA_BUNDLE": str(garbage)})
+    with pytest.raises(ConfigError, match=r"cannot load the CA bundle .*REQUESTS_CA_BUNDLE"):
+        from_env.pool_options(Origin("https", "acct.blob.core.windows.net", 443))
+    assert "ssl_context" not in from_env.pool_options(Origin("http", "127.0.0.1", 10000))
 
 
 def test_hadoop_proxy_keys_become_options() -> None:
