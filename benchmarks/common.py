@@ -15,8 +15,9 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,26 @@ def run_trial(kind: str, params: dict[str, Any], timeout: float = 3600) -> dict[
     return answer
 
 
+def run_script(script: Path, params: dict[str, Any], timeout: float = 6 * 3600
+               ) -> dict[str, Any]:
+    """Run ``script`` as a program in a fresh interpreter (its own directory first on the path,
+    this checkout next), its parameters in a JSON file named by its one argument; return the
+    JSON of its last output line."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(params, f)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get(
+        "PYTHONPATH", "")]))
+    try:
+        done = subprocess.run([sys.executable, str(script), f.name], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=timeout, check=False)
+    finally:
+        os.unlink(f.name)
+    if done.returncode != 0:
+        raise RuntimeError(f"{script.name} failed ({done.returncode}):\n{done.stderr[-5000:]}")
+    answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return answer
+
+
 def quiesce() -> None:
     """Flush dirty data and metadata from set-up so its write-back is not timed in the trial."""
     os.sync()
@@ -167,6 +188,17 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def plot_lines(plot: Callable[[dict[str, Any], Path], Sequence[Path]],
+               result: dict[str, Any]) -> list[str]:
+    """The report's lines linking the suite's plots, drawn into the run's ``--out`` directory
+    (``result["plot_dir"]``) or ``benchmarks/results``; a line saying so without matplotlib."""
+    out_dir = Path(result.get("plot_dir") or ROOT / "benchmarks" / "results")
+    try:
+        return [""] + [f"![{p.stem}]({p})" for p in plot(result, out_dir)]
+    except ImportError:
+        return ["(matplotlib missing: no plot)"]
 
 
 def write_report(out_dir: Path, sections: Sequence[tuple[str, str]]) -> Path:

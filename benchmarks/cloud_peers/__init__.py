@@ -42,8 +42,6 @@ import argparse
 import importlib
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 import traceback
@@ -51,7 +49,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import ROOT, markdown_table
+from benchmarks.common import ROOT, markdown_table, plot_lines, run_script
 
 NAME = "cloud-peers"
 TITLE = "Job commit against its peers on a simulated account (Hadoop, fsspec, obstore)"
@@ -138,20 +136,7 @@ def _verify(sim: Any, job: Any, pairs: list[list[str]]) -> dict[str, Any]:
 # -- rows ------------------------------------------------------------------------------------
 
 def _child(script: str, params: dict[str, Any]) -> dict[str, Any]:
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(params, f)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get(
-        "PYTHONPATH", "")]))
-    try:
-        done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / script), f.name],
-                              cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=6 * 3600, check=False)
-    finally:
-        os.unlink(f.name)
-    if done.returncode != 0:
-        raise RuntimeError(f"{script} failed ({done.returncode}):\n{done.stderr[-3000:]}")
-    answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return answer
+    return run_script(ROOT / "benchmarks" / script, params)
 
 
 def _sim_row(sim: Any, args: argparse.Namespace, tasks: int, row: str) -> dict[str, Any]:
@@ -382,11 +367,5 @@ def report(result: dict[str, Any]) -> str:
                 lines += ["", f"Stage timeline, {name} (start s, seconds):", "",
                           markdown_table(["stage", "start s", "seconds"],
                                          [[s, f"{a:.2f}", f"{b:.2f}"] for s, a, b in stages])]
-    out_dir = Path(result.get("plot_dir") or ROOT / "benchmarks" / "results")
-    try:
-        paths = plot(result, out_dir)
-        lines.append("")
-        lines += [f"![{p.stem}]({p})" for p in paths]
-    except ImportError:
-        lines.append("(matplotlib missing: no plot)")
+    lines += plot_lines(plot, result)
     return "\n".join(lines)

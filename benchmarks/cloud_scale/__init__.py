@@ -35,16 +35,12 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import os
-import subprocess
-import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import ROOT, markdown_table
+from benchmarks.common import markdown_table, plot_lines, run_script
 
 NAME = "cloud-scale"
 TITLE = "Job commit at internet scale on a simulated account (latency, throttling)"
@@ -215,20 +211,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _run_trial(params: dict[str, Any], script: str = "trial.py") -> dict[str, Any]:
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(params, f)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get(
-        "PYTHONPATH", "")]))
-    try:
-        done = subprocess.run([sys.executable, str(Path(__file__).with_name(script)),
-                               f.name], cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=6 * 3600, check=False)
-    finally:
-        os.unlink(f.name)
-    if done.returncode != 0:
-        raise RuntimeError(f"trial failed ({done.returncode}):\n{done.stderr[-5000:]}")
-    answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return answer
+    return run_script(Path(__file__).with_name(script), params)
 
 
 def report(result: dict[str, Any]) -> str:
@@ -280,11 +263,5 @@ def report(result: dict[str, Any]) -> str:
          f"{result['sim_cpu_s']:.1f} / {result['sim_peak_rss_mb']:.0f}", ""],
     ]
     lines.append(markdown_table(["", "measured", "target"], rows))
-    out_dir = Path(result.get("plot_dir") or ROOT / "benchmarks" / "results")
-    try:
-        paths = plot(result, out_dir)
-        lines.append("")
-        lines += [f"![{p.stem}]({p})" for p in paths]
-    except ImportError:
-        lines.append("(matplotlib missing: no plot)")
+    lines += plot_lines(plot, result)
     return "\n".join(lines)
