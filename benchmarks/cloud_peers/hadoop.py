@@ -36,11 +36,10 @@ import shutil
 import subprocess
 import tempfile
 import time
-import zipfile
 from pathlib import Path
 
 from committer.spark.build import spark_jars_dir
-from committer.spark.jarbuild import find_javac, locked
+from committer.spark.jarbuild import JavacError, find_javac, javac_jar, locked
 
 __all__ = [
     "DEFAULT_IO_THREADS",
@@ -118,24 +117,11 @@ def jar_path() -> Path:
     with locked(BUILD_DIR):
         if target.is_file():
             return target
-        with tempfile.TemporaryDirectory(prefix="cloud-peers-javac-") as tmp:
-            classes = Path(tmp) / "classes"
-            classes.mkdir()
-            cmd = [javac, "--release", JAVA_RELEASE, "-encoding", "UTF-8",
-                   "-Xlint:all,-path,-serial,-processing", "-cp", str(jars / "*"),
-                   "-d", str(classes), *map(str, _sources())]
-            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-            if proc.returncode != 0:
-                raise HadoopPeerError(f"javac failed (exit {proc.returncode}) building the "
-                                      f"Hadoop peer:\n{proc.stdout}{proc.stderr}")
-            partial = target.with_name(f".{target.name}.{os.getpid()}.tmp")
-            with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as jar:
-                jar.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\r\n"
-                             f"Main-Class: {MAIN_CLASS}\r\n\r\n")
-                for cls in sorted(classes.rglob("*.class")):
-                    jar.write(cls, cls.relative_to(classes).as_posix())
-            # readers see no jar or a whole one
-            os.replace(partial, target)
+        try:
+            javac_jar(javac, _sources(), [jars], JAVA_RELEASE, target, what="the Hadoop peer",
+                      manifest=[f"Main-Class: {MAIN_CLASS}"])
+        except JavacError as e:
+            raise HadoopPeerError(str(e)) from None
         for old in BUILD_DIR.glob("cloud-peers-*.jar"):
             if old != target:
                 old.unlink(missing_ok=True)

@@ -134,13 +134,24 @@ def locked(directory: Path) -> Iterator[None]:
 def compile_jar(javac: str, classpath: Sequence[Path], java_release: str, spark_version: str,
                 target: Path) -> None:
     """Compiles the sources against ``classpath`` (directories of jars) into ``target``."""
+    javac_jar(javac, source_files(), classpath, java_release, target,
+              what=f"the shim against Spark {spark_version}",
+              manifest=(f"Created-By: spark-manifest-committer (javac --release {java_release})",
+                        f"Spark-Version: {spark_version}"))
+
+
+def javac_jar(javac: str, sources: Sequence[Path], classpath: Sequence[Path], java_release: str,
+              target: Path, *, what: str, manifest: Sequence[str] = ()) -> None:
+    """Compiles ``sources`` against ``classpath`` (directories of jars) into the jar ``target``
+    (``manifest``: its extra lines), which readers see whole or not at all; ``what`` names the
+    build in a ``JavacError``."""
     with tempfile.TemporaryDirectory(prefix="manifest-committer-javac-") as tmp:
         classes = Path(tmp) / "classes"
         classes.mkdir()
         # An argument file keeps long source lists and classpaths off the command line.
         argfile = Path(tmp) / "sources.txt"
         argfile.write_text(
-            "\n".join(f'"{p.as_posix()}"' for p in source_files()) + "\n", encoding="utf-8"
+            "\n".join(f'"{p.as_posix()}"' for p in sources) + "\n", encoding="utf-8"
         )
         cmd = [
             javac, "--release", java_release, "-encoding", "UTF-8",
@@ -151,18 +162,15 @@ def compile_jar(javac: str, classpath: Sequence[Path], java_release: str, spark_
         proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
         if proc.returncode != 0:
             raise JavacError(
-                f"javac failed (exit {proc.returncode}) building the shim against Spark "
-                f"{spark_version}:\n{proc.stdout}{proc.stderr}"
+                f"javac failed (exit {proc.returncode}) building {what}:\n"
+                f"{proc.stdout}{proc.stderr}"
             )
         target.parent.mkdir(parents=True, exist_ok=True)
         partial = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         with zipfile.ZipFile(partial, "w", compression=zipfile.ZIP_DEFLATED) as jar:
-            jar.writestr(
-                "META-INF/MANIFEST.MF",
-                "Manifest-Version: 1.0\r\n"
-                f"Created-By: spark-manifest-committer (javac --release {java_release})\r\n"
-                f"Spark-Version: {spark_version}\r\n\r\n",
-            )
+            jar.writestr("META-INF/MANIFEST.MF",
+                         "".join(f"{line}\r\n" for line in ["Manifest-Version: 1.0", *manifest])
+                         + "\r\n")
             for cls in sorted(classes.rglob("*.class")):
                 jar.write(cls, cls.relative_to(classes).as_posix())
         # Readers either see no jar or a complete one.
