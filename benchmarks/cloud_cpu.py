@@ -22,7 +22,6 @@ import os
 import resource
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -98,21 +97,11 @@ def _prepare(scheme: str, options: dict[str, Any], tasks: int, per_task: int
 
 def _run_trial(job: dict[str, Any], code: Path | None) -> dict[str, Any]:
     # Run as a script (its own directory first on the path, not the working directory), so
-    # that PYTHONPATH decides whose ``committer`` the trial imports.
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(code or ROOT), str(ROOT)])
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
-        json.dump(job, f)
-    try:
-        done = subprocess.run([sys.executable, str(Path(__file__).resolve()), f.name],
-                              cwd=code or ROOT, env=env, capture_output=True, text=True,
-                              timeout=3600, check=False)
-    finally:
-        os.unlink(f.name)
-    if done.returncode != 0:
-        raise RuntimeError(f"trial failed ({done.returncode}):\n{done.stderr[-4000:]}")
-    answer: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return answer
+    # that PYTHONPATH decides whose ``committer`` the trial imports. (Imported here: the trial
+    # imports this module from that checkout's ``benchmarks``, which may predate run_script.)
+    from benchmarks.common import run_script
+
+    return run_script(Path(__file__).resolve(), job, 3600, code=code or ROOT)
 
 
 def _check(job: dict[str, Any]) -> None:

@@ -100,17 +100,17 @@ def run_trial(kind: str, params: dict[str, Any], timeout: float = 3600) -> dict[
     return answer
 
 
-def run_script(script: Path, params: dict[str, Any], timeout: float = 6 * 3600
-               ) -> dict[str, Any]:
+def run_script(script: Path, params: dict[str, Any], timeout: float = 6 * 3600, *,
+               code: Path = ROOT) -> dict[str, Any]:
     """Run ``script`` as a program in a fresh interpreter (its own directory first on the path,
-    this checkout next), its parameters in a JSON file named by its one argument; return the
-    JSON of its last output line."""
+    then ``code``, a checkout whose ``committer`` it imports, then this one), its parameters
+    in a JSON file named by its one argument; return the JSON of its last output line."""
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(params, f)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get(
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(code), str(ROOT), os.environ.get(
         "PYTHONPATH", "")]))
     try:
-        done = subprocess.run([sys.executable, str(script), f.name], cwd=ROOT, env=env,
+        done = subprocess.run([sys.executable, str(script), f.name], cwd=code, env=env,
                               capture_output=True, text=True, timeout=timeout, check=False)
     finally:
         os.unlink(f.name)
