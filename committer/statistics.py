@@ -39,6 +39,9 @@ COMMITTER_DIRECTORY_MOVE_FALLBACKS = "committer_directory_move_fallbacks"
 # op_list_status per task attempt directory elsewhere
 COMMITTER_SOURCES_IDENTIFIED = "committer_sources_identified"
 RENAME_RECOVERED = "commit_file_rename_recovered"
+# renames (a Data Lake rename, a flat copy) whose copy, sent in the latency tail, was refused
+# and proven done by the destination's etag or MD5 before the first answer came (http/hedge.py)
+RENAME_PROVEN_RACE = "commit_file_rename_proven_race"
 # Waits, as durations (count, and min / max / mean in ms; the mean's sum is the total, the
 # waiting threads' time added up): on the static rate cap (``io.rate.limit``), and backing off
 # after the service refused a call as throttled (its Retry-After, or the retry's backoff).

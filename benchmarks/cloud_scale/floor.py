@@ -107,7 +107,7 @@ def measure(params: dict[str, Any]) -> dict[str, float]:
     # a bare client: everything admitted at once, nothing hedged
     backend._limit = AdaptiveLimit(UNLIMITED, initial=UNLIMITED)
 
-    async def unhedged(send: Callable[[], Coroutine[Any, Any, Any]], _throttled: Any) -> Any:
+    async def unhedged(send: Callable[[], Coroutine[Any, Any, Any]], *_: Any, **__: Any) -> Any:
         return await send()
 
     backend._hedger.request = unhedged

@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import Any, BinaryIO, Protocol, TypeVar
 
 from committer.errors import PathNotFoundError, StoreError, TransientStoreError
-from committer.store.base import FileStatus, Store, UploadOnClose
+from committer.store.base import FileStatus, Identity, Store, UploadOnClose
 from committer.store.http import loop as _loop
 from committer.store.http.limiter import AdaptiveLimit
 
@@ -289,8 +289,10 @@ class AsyncStore(Store):
 
     @abstractmethod
     async def _rename_batch(
-        self, pairs: Sequence[tuple[str, str]]
-    ) -> list[BaseException | None]: ...
+        self, pairs: Sequence[tuple[str, str]], identities: Sequence[Identity] = ()
+    ) -> list[BaseException | None]:
+        """``identities``: each pair's recorded ``(size, etag)``, where the caller has them
+        (what may prove a rename done, as ``Store.proves_rename`` does)."""
 
     @abstractmethod
     async def _delete_file(self, path: str) -> bool: ...
@@ -358,7 +360,8 @@ class AsyncStore(Store):
     def rename_batch(self, entries: Sequence[tuple[str, str, Any, Any]],
                      start: int = 0) -> tuple[int, list[tuple[int, StoreError]]]:
         pairs = [(e[0], e[1]) for e in entries[start:]]
-        results = run(self._loop, self._rename_batch, pairs)
+        identities = [(e[2], e[3]) for e in entries[start:]]
+        results = run(self._loop, self._rename_batch, pairs, identities)
         failures = [(start + k, self._as_store_error(r, pairs[k]))
                     for k, r in enumerate(results) if r is not None]
         return len(entries), failures

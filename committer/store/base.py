@@ -37,6 +37,8 @@ CHECKSUM_PREFIXES = ("md5:", "crc32c:")
 
 #: (source, destination, size, identity): a file of a job's plan, as ``identify_sources`` takes it
 SourceEntry = tuple[str, str, int, str | None]
+#: a file's recorded ``(size, identity)``: what proves a rename of it done (``proves_rename``)
+Identity = tuple[int | None, str | None]
 
 
 def identified_by_listing(store: Store, root: str, listing: Iterable[FileStatus],

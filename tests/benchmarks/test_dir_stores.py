@@ -20,6 +20,15 @@ TASKS, FILES_PER_TASK = 3, 4
 FILES = TASKS * FILES_PER_TASK
 
 
+
+def _least(count: int | dict[str, int]) -> int:
+    """A count of the repetitions: the same in each, or their range."""
+    return count if isinstance(count, int) else count["min"]
+
+
+def _most(count: int | dict[str, int]) -> int:
+    return count if isinstance(count, int) else count["max"]
+
 @pytest.mark.emulator
 def test_suite_runs_and_reports_the_paths_taken(tmp_path: Path) -> None:
     assert main(["dir-stores", "--out", str(tmp_path), "--quiet",
@@ -45,8 +54,9 @@ def test_suite_runs_and_reports_the_paths_taken(tmp_path: Path) -> None:
     assert on["counters"].get("op_rename", 0) == 0
     assert off["counters"].get("op_rename_directory", 0) == 0
     assert off["counters"]["op_rename"] == FILES
-    # one Data Lake rename per directory / per file (plus the job's own), never a copy
-    assert on["requests"]["dfs_rename"] < FILES <= off["requests"]["dfs_rename"]
+    # one Data Lake rename per directory / per file (plus the job's own, and a rename raced by
+    # a copy in the latency tail: the counts of the repetitions may then differ), never a copy
+    assert _most(on["requests"]["dfs_rename"]) < FILES <= _least(off["requests"]["dfs_rename"])
     assert "copy_blob" not in on["requests"] and "copy_blob" not in off["requests"]
     # GCS: no directory rename, so one move per file, not the rewrite fallback
     assert gcs["renames_directories"] is False

@@ -317,7 +317,10 @@ def test_batch_with_throttling_and_lost_answers(adls: AdlsTarget) -> None:
     for src, dst, _, etag in entries:
         assert not store.exists(src)
         assert store.stat(dst).etag == etag
-    assert store.stats.counter(st.RENAME_RECOVERED) == 4
+    # each lost answer is proven by a retry that finds the source gone, or, when the rename
+    # was raced by a copy in the latency tail (on this stub, a few milliseconds), by the race
+    recovered = store.stats.counter(st.RENAME_RECOVERED)
+    assert recovered <= 4 <= recovered + store.stats.counter(st.RENAME_PROVEN_RACE)
     assert "copy_blob" not in adls.stub.ops()
 
 

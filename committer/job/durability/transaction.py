@@ -417,7 +417,7 @@ class CommitTransaction:
     def renamed(self, pool: Executor | None = None) -> None:
         """After the rename stage. With ``pool`` the ``renamed`` state is saved while
         ``_SUCCESS`` and the history record are written (:meth:`save_success` waits for it
-        before ``success_written``): a commit killed before it lands is resumed from
+        only before ``success_written``): a commit killed before it lands is resumed from
         ``renaming``, whose renames all prove done by identity, or rolled back as before."""
         if pool is None:
             self.journal = advance(self.meta, self.layout, self._journal(), State.RENAMED)
@@ -441,7 +441,7 @@ class CommitTransaction:
         of this job's, whichever it finds)."""
         owner_read, self._owner = self._owner, None
         folder, self._history_dir = self._history_dir, None
-        self._saved()
+        # 'renamed' may still be in flight (renamed()): it lands before 'success_written'
         j = self._journal()
         if j.state >= State.SUCCESS_WRITTEN:
             record = history.read_record(self.meta, self.layout.dest, j.job_id)
@@ -474,7 +474,8 @@ class CommitTransaction:
         finally:
             if written is not None:
                 written.result()
-        self.journal = advance(self.meta, self.layout, j, State.SUCCESS_WRITTEN)
+        self._saved()
+        self.journal = advance(self.meta, self.layout, self._journal(), State.SUCCESS_WRITTEN)
         return summary
 
     def finish(self, cleanup: Callable[[], Any]) -> None:

@@ -114,14 +114,17 @@ def check_directories(ctx: StageContext, plan: JobPlan, moved_whole: Collection[
 def make_directories(ctx: StageContext, leaves: list[str]) -> int:
     """Create ``leaves`` (each ``mkdirs`` makes its parents) and the destination, all at once;
     returns how many leaves. On a flat object store (after :func:`check_directories`) the
-    renames need none of them, so a commit runs this while its files are renamed."""
+    renames need none of them, so a commit runs this while its files are renamed. Where
+    directories are real (a leaf's create makes its parents) the destination is created only
+    when there is no leaf: it holds this job's directory, and asking again is a round trip
+    more before the first rename (the answer: it exists)."""
     store, config = ctx.store, ctx.config
     dest = ctx.layout.dest
     counter = Counter()
     ctx.notify(STAGE, 0, len(leaves))
     run_parallel(
         ctx.pool,
-        [dest, *leaves],
+        [*leaves] if leaves and store.renames_directories else [dest, *leaves],
         lambda p: store.mkdirs(p) if p == dest else
         _make_directory(store, p, dest, config.delete_target_files),
         window=ctx.window,

@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
+from committer import statistics as st
 from committer.errors import StoreError, TransientStoreError
 from committer.store._aio import AsyncStore, WireFaults, flag_option
 from committer.store.azure.auth import AzureAuth, SharedKey, azure_auth, http_date
@@ -35,7 +37,7 @@ from committer.store.azure.wire import (
 )
 from committer.store.base import FileStatus
 from committer.store.http.connection import ConnectionPool
-from committer.store.http.hedge import Hedger, hedged
+from committer.store.http.hedge import Hedger, Settles, hedged
 from committer.store.http.limiter import AdaptiveLimit
 from committer.store.http.loop import wire_loop
 from committer.store.http.messages import BodyTooLarge, Response
@@ -87,6 +89,8 @@ class AzureAccount(AsyncStore):
         self._dfs: Endpoint | None = None
         self._limit = AdaptiveLimit(concurrency)
         self._hedger = Hedger(self._limit)
+        self._proven_races = 0  # counted on the loop's thread, taken on the caller's
+        self._counts_lock = threading.Lock()
         self._containers_known: set[str] = set()
         # None: not known yet; asked of the account on first need (``_namespace``), so that
         # opening a store sends nothing and a failure to ask is the first operation's failure,
@@ -181,13 +185,15 @@ class AzureAccount(AsyncStore):
                     query: Sequence[tuple[str, str]] = (), headers: Mapping[str, str] | None = None,
                     body: bytes = b"", dfs: bool = False, max_body: int | None = None,
                     whole: bool = True, idempotent: bool | None = None,
-                    hedge: bool | None = None) -> Response:
+                    hedge: bool | None = None, settles: Settles | None = None,
+                    parts: int = 1) -> Response:
         """One request to the account; the answer whatever its status. Raises only when no
         answer came (``TransientStoreError``: connection lost, timeout) or the fault layer
         says so. ``whole``: the request is the whole operation ``op``, so a fault that loses
         the operation's answer may strike here (the copy of a two-request rename is not).
         ``hedge``: a slow request may be raced by a copy (``http/hedge.py``); reads are, by
-        default, and whatever a repetition does not change."""
+        default, and whatever a repetition does not change (``settles``: which answers end
+        that race; ``parts``: the operations a batch carries)."""
         if self.faults is not None and self.faults.before(op):
             raise TransientStoreError(f"injected: {op} throttled ({self.faults.status})",
                                       f"{container}/{key}", throttled=True)
@@ -223,7 +229,8 @@ class AzureAccount(AsyncStore):
                 return pool.request(method, target, hdrs, body, max_body=max_body,
                                     idempotent=idempotent)
 
-            response = await (self._hedger.request(send, is_throttle) if hedged(method, hedge)
+            response = await (self._hedger.request(send, is_throttle, settles, parts)
+                              if hedged(method, hedge)
                               else send())
             response.request_id = request_id
             throttled = is_throttle(response)
@@ -239,6 +246,15 @@ class AzureAccount(AsyncStore):
         if whole:
             self._lose(op, f"{container}/{key}")
         return response
+
+    def _count_proven_race(self) -> None:
+        with self._counts_lock:
+            self._proven_races += 1
+
+    def take_counters(self) -> dict[str, int]:
+        with self._counts_lock:
+            proven, self._proven_races = self._proven_races, 0
+        return {st.RENAME_PROVEN_RACE: proven} if proven else {}
 
     def _lose(self, op: str, path: str) -> None:
         """The fault layer's lost answer: the operation happened, its caller hears nothing."""

@@ -12,13 +12,14 @@ to 256 (one request on the wire for 256 deletes).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from urllib.parse import unquote
 
 from committer.errors import PathExistsError, PathNotFoundError, StoreError, TransientStoreError
 from committer.store._aio import map_bounded
 from committer.store.azure.account import AzureAccount
 from committer.store.azure.wire import azure_error, delete_requests, delete_results, md5_hex
+from committer.store.http.hedge import ProvenRace
 from committer.store.http.messages import Response
 from committer.store.http.multipart import batch_body, new_boundary
 from committer.store.http.quoting import quote_name, quote_path
@@ -84,15 +85,27 @@ class FlatBlobRenames(AzureAccount):
         await self._delete_key(sc, sk, "delete_file")
         return True
 
-    async def _copy(self, src: str, dst: str, replace: bool) -> tuple[str, str] | None:
+    async def _copy(self, src: str, dst: str, replace: bool,
+                    proof: Callable[[], Awaitable[bool]] | None = None
+                    ) -> tuple[str, str] | None:
         """The copy half of a flat rename: ``(container, key)`` of the source to delete next,
-        or ``None`` when an earlier attempt finished this rename (source already deleted)."""
+        or ``None`` when an earlier attempt finished this rename (source already deleted).
+        With ``proof`` (the destination provably the file: its MD5), a slow copy is raced by
+        a copy of the request, as a Data Lake rename is (``datalake.py``); never replacing,
+        the later one is refused (409), and that settles the race once ``proof`` holds."""
         sc, sk = self._split(src)
         dc, dk = self._split(dst)
         headers = {"x-ms-copy-source": self._source_url(sc, sk)}
         if not replace:
             headers["if-none-match"] = "*"
-        response = await self._send("rename_file", "PUT", dc, dk, headers=headers, whole=False)
+        race = None if proof is None or replace else ProvenRace(
+            proof, lambda r: r.status in (409, 412))
+        response = await self._send("rename_file", "PUT", dc, dk, headers=headers, whole=False,
+                                    hedge=race is not None,
+                                    settles=race.settles if race is not None else None)
+        if race is not None and race.proven(response):
+            self._count_proven_race()
+            return sc, sk
         if response.status in (409, 412):
             if await self._complete_half_done_rename(sc, sk, dc, dk):
                 return None
@@ -141,7 +154,8 @@ class FlatBlobRenames(AzureAccount):
         response = await self._send(
             "delete_file", "POST", blobs[0][0], query=(("restype", "container"), ("comp", "batch")),
             headers={"content-type": f"multipart/mixed; boundary={boundary}"}, body=body,
-            idempotent=True)  # deletes only: sending it twice deletes nothing more
+            # deletes only: sending it twice deletes nothing more, so a slow one is raced
+            idempotent=True, hedge=True, parts=len(blobs))
         if response.status != 202:
             raise azure_error(response, "(batch of deletes)", "batch")
         out, throttled = delete_results(response, [self._url(*b) for b in blobs])

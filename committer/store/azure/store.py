@@ -24,7 +24,7 @@ empty directory can be listed.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -42,7 +42,7 @@ from committer.store.azure.auth import BearerToken
 from committer.store.azure.blob import FlatBlobRenames
 from committer.store.azure.datalake import DataLakeRenames
 from committer.store.azure.wire import azure_error, blobs, name_of
-from committer.store.base import FileStatus, Store
+from committer.store.base import CHECKSUM_PREFIXES, FileStatus, Identity, Store
 from committer.store.credentials import CONCURRENCY_OPTION
 from committer.store.http.messages import Response
 from committer.store.http.transport import Transport
@@ -104,6 +104,8 @@ class AzureStore(DataLakeRenames, FlatBlobRenames):
         found = await self._properties(container, key)
         if found is not None:
             return self._from_headers(container, key, found)
+        if self._hierarchical:  # a namespace's directories are real: its answer is final
+            raise PathNotFoundError(f"not found: {path}", path)
         # No blob: a directory exists if anything is stored below it.
         page = await self._list_page(container, key + "/", False, "", "stat", page_size=1)
         if blobs(page):
@@ -192,31 +194,60 @@ class AzureStore(DataLakeRenames, FlatBlobRenames):
             raise error
 
     async def _mkdirs(self, path: str) -> None:
+        """Create first, never over anything (``If-None-Match: *``): a new directory is one
+        request; only a path already taken (409: a directory, fine, or a file, an error) is
+        looked at, and the container created only when the service says it is missing. A
+        commit creates directories its plan found absent: looking first cost a round trip
+        each (two on a flat account), and the container's another."""
         container, key = self._split(path)
-        await self._ensure_container(container)
         if not key:
+            await self._ensure_container(container)
             return
-        try:
-            st = await self._stat(path)
-        except PathNotFoundError:
-            st = None
-        if st is not None:
-            if not st.is_dir:
-                raise PathExistsError(f"a file exists where a directory must be: {path}", path)
+        response = await self._create_directory(container, key)
+        if response.status == 404 and response.header("x-ms-error-code") in (
+                "ContainerNotFound", "FilesystemNotFound"):
+            await self._ensure_container(container)
+            response = await self._create_directory(container, key)
+        if response.status in (200, 201):
             return
+        if response.status in (409, 412):
+            try:
+                st = await self._stat(path)
+            except PathNotFoundError:  # deleted meanwhile: what stood there was not ours
+                st = None
+            if st is not None and st.is_dir:
+                return
+            raise PathExistsError(f"a file exists where a directory must be: {path}", path)
+        raise azure_error(response, path, "create directory")
+
+    async def _create_directory(self, container: str, key: str) -> Response:
+        """The directory's create request, refused (409) where anything stands; a copy of it
+        is harmless (it finds the directory made), so a slow one is raced."""
         if await self._namespace():
-            # creating a directory that exists succeeds: a copy of the request is harmless
-            response = await self._send("mkdirs", "PUT", container, key,
-                                        query=(("resource", "directory"),), dfs=True,
-                                        hedge=True)
-            if response.status not in (200, 201):
-                raise azure_error(response, path, "create directory")
-            return
-        response = await self._put(container, key, b"", True, "mkdirs", {_FOLDER_META: "true"},
-                                   hedge=True)  # a copy that finds it made answers 409
-        # 409: a concurrent creator made it; fine if it made a directory
-        if response.status not in (200, 201, 409):
-            raise azure_error(response, path, "create directory")
+            return await self._send("mkdirs", "PUT", container, key,
+                                    query=(("resource", "directory"),),
+                                    headers={"if-none-match": "*"}, dfs=True, hedge=True)
+        # a marker blob; _put creates a missing container itself
+        return await self._put(container, key, b"", True, "mkdirs", {_FOLDER_META: "true"},
+                               hedge=True)
+
+    def _renamed_proof(self, dst: str, identity: Identity
+                       ) -> Callable[[], Awaitable[bool]] | None:
+        """Whether a rename to ``dst`` is done, when its recorded ``identity`` can tell: what
+        stands at ``dst`` proves to be the file (``proves_rename``: the etag a Data Lake
+        rename keeps, the MD5 a flat copy keeps); else ``None``."""
+        size, etag = identity
+        if etag is None or not (self.rename_keeps_etag or etag.startswith(CHECKSUM_PREFIXES)):
+            return None
+
+        async def proven() -> bool:
+            try:
+                found = await self._stat(dst)
+            except StoreError:
+                return False
+            return self.proves_rename(found, size, etag)
+
+        return proven
 
     async def _rename(self, pair: tuple[str, str], replace: bool = False) -> None:
         src, dst = pair
@@ -231,17 +262,22 @@ class AzureStore(DataLakeRenames, FlatBlobRenames):
             await self._delete_key(*source, "delete_file")
         self._lose("rename_file", dst)
 
-    async def _rename_batch(self, pairs: Sequence[tuple[str, str]]) -> list[BaseException | None]:
+    async def _rename_batch(self, pairs: Sequence[tuple[str, str]],
+                            identities: Sequence[Identity] = ()) -> list[BaseException | None]:
         if await self._namespace():
-            async def rename(pair: tuple[str, str]) -> None:
-                await self._datalake_rename(pair[0], pair[1], False, "rename_file")
+            async def rename(k: int) -> None:
+                src, dst = pairs[k]
+                proof = self._renamed_proof(dst, identities[k]) if identities else None
+                await self._datalake_rename(src, dst, False, "rename_file", proof)
 
-            return await map_bounded(rename, pairs, self._batch_workers)
+            return await map_bounded(rename, range(len(pairs)), self._batch_workers)
         # Flat: every copy first, then the copied sources' deletes in Blob Batch requests.
         sources: list[tuple[str, str] | None] = [None] * len(pairs)
 
         async def copy(i: int) -> None:
-            sources[i] = await self._copy(pairs[i][0], pairs[i][1], False)
+            src, dst = pairs[i]
+            proof = self._renamed_proof(dst, identities[i]) if identities else None
+            sources[i] = await self._copy(src, dst, False, proof)
 
         results = await map_bounded(copy, range(len(pairs)), self._batch_workers)
         to_delete = [i for i, r in enumerate(results) if r is None and sources[i] is not None]
@@ -287,6 +323,25 @@ class AzureStore(DataLakeRenames, FlatBlobRenames):
             if error is not None:
                 raise error
         return True
+
+    def remove_dir_if_empty(self, path: str) -> bool:
+        """With a namespace, one request that the service refuses for a directory with
+        anything in it (atomic: no listing that a concurrent writer could outdate)."""
+        if not self.hierarchical:
+            return super().remove_dir_if_empty(path)
+        return self._do(path, self._remove_dir_if_empty, path)
+
+    async def _remove_dir_if_empty(self, path: str) -> bool:
+        container, key = self._split(path)
+        if not key:
+            raise StoreError(f"refusing to delete a whole container: {path}", path)
+        response = await self._send("delete_tree", "DELETE", container, key,
+                                    query=(("recursive", "false"),), dfs=True)
+        if response.status in (200, 202, 404):
+            return True
+        if response.status == 409 and response.header("x-ms-error-code") == "DirectoryNotEmpty":
+            return False
+        raise azure_error(response, path, "delete")
 
     def fanout_options(self) -> Mapping[str, Any] | None:
         """A worker opens the same account, told what this store found out about it."""

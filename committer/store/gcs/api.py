@@ -138,9 +138,11 @@ class GcsApi(AsyncStore):
 
     async def _send(self, method: str, url: str, params: Mapping[str, str] | None, body: bytes,
                     headers: Mapping[str, str] | None, limit: int | None, op: str,
-                    idempotent: bool | None = None, hedge: bool | None = None) -> Response:
+                    idempotent: bool | None = None, hedge: bool | None = None,
+                    parts: int = 1) -> Response:
         """``hedge``: a slow request may be raced by a copy (``http/hedge.py``); reads are,
-        by default, and whatever a repetition does not change."""
+        by default, and whatever a repetition does not change (``parts``: the operations a
+        batch carries)."""
         pool = self._connections()
         hdrs = dict(await self._token.headers())
         if headers:
@@ -158,7 +160,8 @@ class GcsApi(AsyncStore):
                 return pool.request(method, target, hdrs, body, max_body=limit,
                                     idempotent=idempotent)
 
-            response = await (self._hedger.request(send, _refused) if hedged(method, hedge)
+            response = await (self._hedger.request(send, _refused, parts=parts)
+                              if hedged(method, hedge)
                               else send())
             throttled = response.status in _THROTTLE_STATUS
             took = time.monotonic() - started  # the limit's latency signal

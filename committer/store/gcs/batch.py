@@ -24,6 +24,7 @@ import orjson
 
 from committer.errors import StoreError, TransientStoreError
 from committer.store._aio import map_bounded
+from committer.store.base import Identity
 from committer.store.gcs.renames import GcsRenames
 from committer.store.gcs.wire import (
     _THROTTLE_STATUS,
@@ -164,7 +165,8 @@ class GcsBatches(GcsRenames):
             results[i] = error
         return [results[i] for i in indexes]
 
-    async def _rename_batch(self, pairs: Sequence[tuple[str, str]]) -> list[BaseException | None]:
+    async def _rename_batch(self, pairs: Sequence[tuple[str, str]],
+                            identities: Sequence[Identity] = ()) -> list[BaseException | None]:
         sources: list[tuple[str, str] | None] = [None] * len(pairs)
         absent: frozenset[str] = frozenset()
         if not self.trust_preconditions:
@@ -247,7 +249,8 @@ class GcsBatches(GcsRenames):
                  .encode() for b, k in objects]
         # deletes only: sending the batch twice deletes nothing more
         answers = await self._batch_call("delete_file", calls,
-                                         [self._url(*o) for o in objects], idempotent=True)
+                                         [self._url(*o) for o in objects], idempotent=True,
+                                         hedge=True)
         out: list[BaseException | None] = []
         for answer in answers:
             if isinstance(answer, BaseException):
@@ -260,11 +263,13 @@ class GcsBatches(GcsRenames):
         return out
 
     async def _batch_call(self, op: str, calls: Sequence[bytes], names: Sequence[str], *,
-                          idempotent: bool) -> list[Response | BaseException]:
+                          idempotent: bool, hedge: bool = False
+                          ) -> list[Response | BaseException]:
         """One request to the batch endpoint carrying ``calls`` (each a whole HTTP request;
         ``names``: the object each is about, for errors); in order, each call's answer
         (whatever its status), or a ``TransientStoreError`` where the batch's answer holds
-        none for it (its outcome unknown). A failure of the whole request raises."""
+        none for it (its outcome unknown). A failure of the whole request raises. ``hedge``:
+        a slow batch may be raced by a copy (deletes: sent twice, they delete nothing more)."""
         if self.faults is not None and self.faults.before(op):
             raise GcsHttpError(self.faults.status, "injected: backend busy")
         if self._no_batch_endpoint:
@@ -275,7 +280,7 @@ class GcsBatches(GcsRenames):
         response = await self._send(
             "POST", self._batch, None, body,
             {"Content-Type": f"multipart/mixed; boundary={boundary}"}, None, op,
-            idempotent=idempotent)
+            idempotent=idempotent, hedge=hedge, parts=len(calls))
         if response.status in _REFUSED_WHOLE:
             if response.status in (404, 405, 501):
                 self._no_batch_endpoint = True

@@ -176,9 +176,11 @@ class GcsStore(GcsBatches):
 
     async def _mkdirs(self, path: str) -> None:
         bucket, key = self._split(path)
-        await self._ensure_bucket(bucket)
         if not key:
+            await self._ensure_bucket(bucket)
             return
+        # the bucket is made only when the upload finds it missing: asked first, it was a
+        # round trip more for every directory of a commit
         if await self._get_object(bucket, key) is not None:
             raise PathExistsError(f"a file exists where a directory must be: {path}", path)
         try:

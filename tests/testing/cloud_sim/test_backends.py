@@ -155,6 +155,66 @@ def test_reads_in_the_latency_tail_are_hedged_and_answered_right(service: str) -
     assert hedger.won <= hedger.hedged
 
 
+def test_slow_renames_are_raced_by_a_copy_proven_by_the_etag() -> None:
+    """On a namespace account a rename answered late (the service carried it out at once) is
+    raced by a copy; the copy finds the source gone, and the destination's kept etag proves
+    the rename done before the first answer comes. Without a recorded etag nothing is raced."""
+    with start_cloud_sim(service="adls", latency_ms=5.0, p99_ms=200.0, seed=11) as sim:
+        store = open_store(f"{sim.scheme}://any", fast_config(storage_options=sim.storage_options))
+        try:
+            root = f"{sim.scheme}://r{uuid.uuid4().hex[:8]}"
+            store.mkdirs(root + "/out")
+            sources = [f"{root}/in/f{i}" for i in range(400)]
+            with ThreadPoolExecutor(32) as pool:
+                list(pool.map(lambda p: store.write_bytes(p, p.encode()), sources))
+                etags = list(pool.map(lambda p: store.stat(p).etag, sources))
+            hedger = store.backend.hedger  # type: ignore[attr-defined]
+            before = hedger.hedged
+            store.rename_batch([(src, f"{root}/out/{i}", len(src), None)
+                                for i, src in enumerate(sources[:100])])
+            unproven = hedger.hedged - before
+            before, won = hedger.hedged, hedger.won
+            store.rename_batch([(src, f"{root}/out/{i}", len(src), etag) for i, (src, etag)
+                                in enumerate(zip(sources, etags, strict=True)) if i >= 100])
+            found = {s.path: s for s in store.list_dir(root + "/out")}
+            contents = [store.read_bytes(f"{root}/out/{i}") for i in range(400)]
+            stats = store.stats.snapshot()
+        finally:
+            store.close()
+    assert unproven == 0
+    assert 1 <= hedger.won - won <= hedger.hedged - before
+    assert len(found) == 400 and contents == [src.encode() for src in sources]
+    assert stats.counters.get("rename_recovered", 0) == 0
+    assert stats.counters.get("op_rename.failures", 0) == 0
+
+
+def test_slow_flat_copies_are_raced_and_proven_by_the_md5() -> None:
+    """The copy half of a flat Blob rename, raced the same way: the later copy is refused
+    (the destination there), and the MD5 the copy keeps proves it the file."""
+    with start_cloud_sim(service="blob", latency_ms=5.0, p99_ms=200.0, seed=13) as sim:
+        store = open_store(f"{sim.scheme}://any", fast_config(storage_options=sim.storage_options))
+        try:
+            root = f"{sim.scheme}://c{uuid.uuid4().hex[:8]}"
+            sources = [f"{root}/in/f{i}" for i in range(300)]
+            with ThreadPoolExecutor(32) as pool:
+                list(pool.map(lambda p: store.write_bytes(p, p.encode()), sources))
+                identities = list(pool.map(lambda p: store.identity(store.stat(p)), sources))
+            assert all(i is not None and i.startswith("md5:") for i in identities)
+            hedger = store.backend.hedger  # type: ignore[attr-defined]
+            before, won = hedger.hedged, hedger.won
+            store.rename_batch([(src, f"{root}/out/{i}", len(src), ident) for i, (src, ident)
+                                in enumerate(zip(sources, identities, strict=True))])
+            contents = [store.read_bytes(f"{root}/out/{i}") for i in range(300)]
+            left = store.list_dir(root + "/in") if store.exists(root + "/in") else []
+            stats = store.stats.snapshot()
+        finally:
+            store.close()
+    assert 1 <= hedger.won - won <= hedger.hedged - before
+    assert contents == [src.encode() for src in sources] and left == []
+    assert stats.counters.get("rename_recovered", 0) == 0
+    assert stats.counters.get("op_rename.failures", 0) == 0
+
+
 # -- GCS without the move API: rewrites through the batch endpoint -----------------------------
 
 

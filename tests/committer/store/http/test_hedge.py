@@ -9,7 +9,14 @@ from typing import Any
 
 import pytest
 
-from committer.store.http.hedge import BURST, MIN_SAMPLES, SHARE, Hedger, hedged
+from committer.store.http.hedge import (
+    BURST,
+    MIN_SAMPLES,
+    SHARE,
+    Hedger,
+    hedged,
+    succeeded,
+)
 from committer.store.http.limiter import AdaptiveLimit
 from committer.store.http.messages import Response
 
@@ -21,9 +28,11 @@ def _never_refused(_: Response) -> bool:
 class _Service:
     """Answers each request after the delay its turn is given; records what was cancelled."""
 
-    def __init__(self, delays: list[float], errors: tuple[int, ...] = ()) -> None:
+    def __init__(self, delays: list[float], errors: tuple[int, ...] = (),
+                 statuses: dict[int, int] | None = None) -> None:
         self.delays = delays
         self.errors = errors
+        self.statuses = statuses or {}
         self.sent = 0
         self.cancelled = 0
 
@@ -38,7 +47,7 @@ class _Service:
                 raise
             if n in self.errors:
                 raise ConnectionResetError(f"request {n} lost")
-            return Response(200, "OK", {"x-request": str(n)}, b"")
+            return Response(self.statuses.get(n, 200), "", {"x-request": str(n)}, b"")
         return one
 
 
@@ -162,6 +171,23 @@ def test_the_delay_is_learnt_as_the_recent_95th_percentile() -> None:
     assert hedger.delay is not None and 0.085 <= hedger.delay <= 0.12
 
 
+def test_a_batch_waits_as_long_as_its_slowest_part_would_and_teaches_nothing() -> None:
+    # a batch's latency is the slowest of its parts': raced only past that draw's percentile,
+    # and not a sample of a single request's latency
+    hedger = _hedger(0.1)
+    hedger._median = 0.02  # the log-normal through 20 ms and p95 100 ms
+    assert hedger.delay_for(1) == 0.1
+    assert 0.13 < hedger.delay_for(2) < 0.15 and 0.45 < hedger.delay_for(100) < 0.6  # type: ignore[operator]
+    service = _Service([0.2, 0.0])
+    response = asyncio.run(hedger.request(service.send(), _never_refused, parts=100))
+    assert response.header("x-request") == "0" and service.sent == 1  # 0.2 s: not raced
+    service = _Service([5.0, 0.0])
+    response = asyncio.run(asyncio.wait_for(
+        hedger.request(service.send(), _never_refused, parts=100), 2.0))
+    assert response.header("x-request") == "1"
+    assert len(hedger._samples) == 0
+
+
 def test_a_cancelled_caller_cancels_both_copies() -> None:
     limit = AdaptiveLimit(100)
     hedger = _hedger(0.01, limit)
@@ -183,3 +209,43 @@ def test_reads_are_hedged_by_default_and_a_sender_may_say_otherwise() -> None:
     assert not hedged("PUT", None) and not hedged("POST", None) and not hedged("DELETE", None)
     assert hedged("PUT", True) and not hedged("GET", False)
 
+
+
+# -- a request that never replaces (a rename): its copy can only be refused ----------------------
+
+
+def _race(service: _Service, delay: float = 0.01) -> Response:
+    hedger = _hedger(delay)
+    return asyncio.run(asyncio.wait_for(
+        hedger.request(service.send(), _never_refused, succeeded), 2.0))
+
+
+def test_a_copys_refusal_waits_for_the_first_answer() -> None:
+    # the first rename is done but slow to answer; its copy finds the source gone (404) at
+    # once: the rename's answer is the first's success, not the copy's refusal
+    service = _Service([0.1, 0.0], statuses={1: 404})
+    response = _race(service)
+    assert (response.status, response.header("x-request")) == (200, "0")
+    assert service.cancelled == 0
+
+
+def test_a_copys_success_settles_the_race_and_cancels_the_first() -> None:
+    service = _Service([5.0, 0.01], statuses={0: 404})
+    response = _race(service)
+    assert (response.status, response.header("x-request")) == (200, "1")
+    assert service.cancelled == 1
+
+
+def test_when_neither_succeeds_the_first_requests_answer_is_taken() -> None:
+    # a real conflict: both are refused, and the first's answer says what happened to it
+    service = _Service([0.05, 0.0], statuses={0: 409, 1: 404})
+    assert _race(service).header("x-request") == "0"
+    # the first lost its connection: the copy's refusal is the only answer there is
+    service = _Service([0.05, 0.0], errors=(0,), statuses={1: 404})
+    assert _race(service).status == 404
+
+
+def test_success_is_any_2xx() -> None:
+    assert succeeded(Response(201, "", {}, b"")) and succeeded(Response(202, "", {}, b""))
+    assert not succeeded(Response(404, "", {}, b"")) and not succeeded(Response(409, "", {}, b""))
+    assert not succeeded(Response(503, "", {}, b""))
