@@ -343,7 +343,8 @@ class Store(ABC):
     def expect_requests(self, requests: int) -> None:
         """A commit is about to send about ``requests`` requests at once (its renames): a
         backend whose concurrency adapts starts there, not at a slow start meant for a
-        million (``http/limiter.py``, ``AdaptiveLimit.expect``). Nothing elsewhere."""
+        million (``http/limiter.py``, ``AdaptiveLimit.expect``), and races the latency tail of
+        a small commit (``http/hedge.py``). Nothing elsewhere."""
         del requests  # nothing to prepare
 
     def fanout_options(self) -> Mapping[str, Any] | None:

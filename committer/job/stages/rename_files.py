@@ -36,10 +36,6 @@ from committer.store.managed import ManagedStore
 from manifest_schema.journal import DirectoryMove
 
 STAGE = "rename_files"
-#: renames up to which the store's adaptive limit starts at their number (within its maximum)
-#: instead of its slow start's initial 64: 1,000 renames took four or five round trips
-#: growing to them; a larger commit's slow start is a second of its many, left as it was
-SMALL_JOB = 50_000
 _SOURCE = itemgetter(0)
 
 
@@ -194,8 +190,9 @@ def rename_files(ctx: StageContext, plan: JobPlan,
 
     # No more workers than chunks left: the rest would only start a thread each and find none.
     left = plan.renames.chunks - sum(pieces[t] for t in finished)
-    if 0 < total - done <= SMALL_JOB:
-        # a commit that knows its size starts at the concurrency it needs
+    if total > done:
+        # a commit that knows its size: a small one starts at the concurrency it needs, and
+        # races its tail; a large one neither (the store decides, ``expect_requests``)
         store.expect_requests(total - done)
     if left > 0:
         # many renames on a cloud store may need more request loops than this process's one

@@ -250,7 +250,7 @@ class GcsBatches(GcsRenames):
         # deletes only: sending the batch twice deletes nothing more
         answers = await self._batch_call("delete_file", calls,
                                          [self._url(*o) for o in objects], idempotent=True,
-                                         hedge=True)
+                                         hedge=self._race_tail)  # a small commit's
         out: list[BaseException | None] = []
         for answer in answers:
             if isinstance(answer, BaseException):

@@ -16,6 +16,7 @@ import pytest
 from committer.errors import PathExistsError, PathNotFoundError, StoreError
 from committer.job import JobCommitter
 from committer.store import ManagedStore, open_backend, open_store
+from committer.store._aio import SMALL_COMMIT
 from committer.store.azure import AzureStore
 from committer.store.base import FileStatus, Store
 from committer.store.http.hedge import BURST, SHARE
@@ -170,6 +171,7 @@ def test_slow_renames_are_raced_by_a_copy_proven_by_the_etag() -> None:
                 etags = list(pool.map(lambda p: store.stat(p).etag, sources))
             hedger = store.backend.hedger  # type: ignore[attr-defined]
             before = hedger.hedged
+            store.expect_requests(len(sources))  # a small commit: its tail is raced
             store.rename_batch([(src, f"{root}/out/{i}", len(src), None)
                                 for i, src in enumerate(sources[:100])])
             unproven = hedger.hedged - before
@@ -202,6 +204,7 @@ def test_slow_flat_copies_are_raced_and_proven_by_the_md5() -> None:
             assert all(i is not None and i.startswith("md5:") for i in identities)
             hedger = store.backend.hedger  # type: ignore[attr-defined]
             before, won = hedger.hedged, hedger.won
+            store.expect_requests(len(sources))  # a small commit: its tail is raced
             store.rename_batch([(src, f"{root}/out/{i}", len(src), ident) for i, (src, ident)
                                 in enumerate(zip(sources, identities, strict=True))])
             contents = [store.read_bytes(f"{root}/out/{i}") for i in range(300)]
@@ -213,6 +216,30 @@ def test_slow_flat_copies_are_raced_and_proven_by_the_md5() -> None:
     assert contents == [src.encode() for src in sources] and left == []
     assert stats.counters.get("rename_recovered", 0) == 0
     assert stats.counters.get("op_rename.failures", 0) == 0
+
+
+def test_a_large_commits_renames_are_not_raced() -> None:
+    """Above ``SMALL_COMMIT`` the account's rate, not round trips, sets the pace, and a race
+    would cost CPU on every request: nothing is raced even with the etags recorded."""
+    with start_cloud_sim(service="adls", latency_ms=5.0, p99_ms=200.0, seed=11) as sim:
+        store = open_store(f"{sim.scheme}://any", fast_config(storage_options=sim.storage_options))
+        try:
+            root = f"{sim.scheme}://l{uuid.uuid4().hex[:8]}"
+            store.mkdirs(root + "/out")
+            sources = [f"{root}/in/f{i}" for i in range(200)]
+            with ThreadPoolExecutor(32) as pool:
+                list(pool.map(lambda p: store.write_bytes(p, p.encode()), sources))
+                etags = list(pool.map(lambda p: store.stat(p).etag, sources))
+            hedger = store.backend.hedger  # type: ignore[attr-defined]
+            before = hedger.hedged
+            store.expect_requests(SMALL_COMMIT + 1)
+            store.rename_batch([(src, f"{root}/out/{i}", len(src), etag) for i, (src, etag)
+                                in enumerate(zip(sources, etags, strict=True))])
+            raced = hedger.hedged - before
+            renamed = len(store.list_dir(root + "/out"))
+        finally:
+            store.close()
+    assert hedger.delay is not None and raced == 0 and renamed == 200
 
 
 # -- GCS without the move API: rewrites through the batch endpoint -----------------------------
