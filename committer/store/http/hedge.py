@@ -67,6 +67,11 @@ def succeeded(response: Response) -> bool:
     return 200 <= response.status < 300
 
 
+#: longest a proof may take (its read waits for a place in the limit like any request; a
+#: race that cannot prove in time takes the first request's answer, which recovery handles)
+PROOF_TIMEOUT_S = 2.0
+
+
 class ProvenRace:
     """What settles the race of a request that never replaces (a rename, a copy) and its copy:
     a success; or a refusal (``refused``: the source gone, the destination there) once
@@ -84,10 +89,13 @@ class ProvenRace:
         return self._check(response) if self._refused(response) else False
 
     async def _check(self, response: Response) -> bool:
-        if await self._proof():
+        try:
+            proven = await asyncio.wait_for(self._proof(), PROOF_TIMEOUT_S)
+        except TimeoutError:
+            return False
+        if proven:
             self._proven.append(response)
-            return True
-        return False
+        return proven
 
     def proven(self, response: Response) -> bool:
         """Whether ``response``, a refusal, ended the race proven (the request's work done)."""
@@ -165,6 +173,17 @@ class Hedger:
             raise
         self.hedged += 1
         second = loop.create_task(send())
+        held = [epoch]
+
+        def release_copy(task: asyncio.Task[Response]) -> None:
+            # the copy's place goes back as soon as it has answered: a proof, which reads,
+            # must not wait behind places that races awaiting proofs hold
+            if held:
+                copy = task.result() if not task.cancelled() and task.exception() is None \
+                    else None
+                self._limit.release(held.pop(), copy is not None and throttled(copy))
+
+        second.add_done_callback(release_copy)
         try:
             winner = await _first_answer(first, second, settles)
         finally:
@@ -175,9 +194,7 @@ class Hedger:
             for task in (first, second):  # the loser's failure is retrieved, not logged
                 if not task.cancelled():
                     task.exception()
-            copy = second.result() if not second.cancelled() and second.exception() is None \
-                else None
-            self._limit.release(epoch, copy is not None and throttled(copy))
+            release_copy(second)
         self.won += winner is second
         # at least the delay, so still a sample of the tail the percentile is taken from
         observe(loop.time() - start)

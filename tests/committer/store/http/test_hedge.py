@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 
+from committer.store.http import hedge
 from committer.store.http.hedge import (
     BURST,
     MIN_SAMPLES,
     SHARE,
     Hedger,
+    ProvenRace,
     hedged,
     succeeded,
 )
@@ -249,3 +251,49 @@ def test_success_is_any_2xx() -> None:
     assert succeeded(Response(201, "", {}, b"")) and succeeded(Response(202, "", {}, b""))
     assert not succeeded(Response(404, "", {}, b"")) and not succeeded(Response(409, "", {}, b""))
     assert not succeeded(Response(503, "", {}, b""))
+
+
+def _refused(response: Response) -> bool:
+    return response.status == 404
+
+
+def test_a_proof_gets_the_place_the_copy_held() -> None:
+    # two places: the caller's request and its copy; both refused (the service did the work
+    # and answered late): the proof's read takes the place the copy gave back, or it would
+    # wait for ever behind the race that waits for it
+    limit = AdaptiveLimit(2, initial=2, minimum=2)
+    hedger = _hedger(0.01, limit)
+    service = _Service([0.05, 0.0], statuses={0: 404, 1: 404})
+
+    async def proof() -> bool:
+        epoch = await limit.acquire()
+        limit.release(epoch)
+        return True
+
+    race = ProvenRace(proof, _refused)
+
+    async def main() -> Response:
+        epoch = await limit.acquire()
+        try:
+            return await hedger.request(service.send(), _never_refused, race.settles)
+        finally:
+            limit.release(epoch)
+
+    response = asyncio.run(asyncio.wait_for(main(), 2.0))
+    assert response.status == 404 and race.proven(response) and limit.in_flight == 0
+
+
+def test_a_proof_that_takes_too_long_leaves_the_first_answer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hedge, "PROOF_TIMEOUT_S", 0.05)
+    hedger = _hedger(0.01)
+    service = _Service([0.03, 0.0], statuses={0: 404, 1: 404})
+
+    async def never() -> bool:
+        await asyncio.sleep(10)
+        return True
+
+    race = ProvenRace(never, _refused)
+    response = asyncio.run(asyncio.wait_for(
+        hedger.request(service.send(), _never_refused, race.settles), 2.0))
+    assert response.header("x-request") == "0" and not race.proven(response)
