@@ -144,9 +144,7 @@ def _sim_row(sim: Any, args: argparse.Namespace, tasks: int, row: str) -> dict[s
     from committer.config import CommitterConfig
 
     sim.reset()
-    storage = dict(sim.storage_options)
-    if args.service == "gcs":  # the simulator honours preconditions, as Google does
-        storage["committer_trust_preconditions"] = "true"
+    storage = sim.trusted_options
     job = generate(sim, args.service, args.files, tasks, args.partitions,
                    f"j{uuid.uuid4().hex[:12]}", CommitterConfig(storage_options=storage))
     pairs = _pairs(job, tasks, args.partitions)

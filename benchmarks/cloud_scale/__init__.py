@@ -132,9 +132,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                        "p99_ms": args.p99_ms if args.latency_ms else 0.0,
                        "ops_limit": args.ops_limit, "seed": 21}
     with start_cloud_sim(**options_changes) as sim:
-        storage = dict(sim.storage_options)
-        if args.service == "gcs":  # the simulator honours preconditions, as Google does
-            storage["committer_trust_preconditions"] = "true"
+        storage = sim.trusted_options
         if args.concurrency:
             storage["committer_concurrency"] = args.concurrency
         config: dict[str, Any] = {"storage_options": storage,

@@ -24,9 +24,7 @@ STEPS = ("list_manifests", "read_manifests", "create_directories", "rename_files
 @pytest.mark.parametrize("service", ["adls", "blob", "gcs"])
 def test_the_floor_sends_the_protocol_s_steps_and_moves_every_file(service: str) -> None:
     with start_cloud_sim(service=service, latency_ms=1.0, p99_ms=5.0, seed=5) as sim:
-        storage = dict(sim.storage_options)
-        if service == "gcs":
-            storage["committer_trust_preconditions"] = "true"
+        storage = sim.trusted_options
         config: dict[str, Any] = {"storage_options": storage, "store_processes": 1}
         job = generate(sim, service, 120, 3, 4, f"j{uuid.uuid4().hex[:12]}",
                        CommitterConfig(**config))

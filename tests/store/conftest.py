@@ -34,10 +34,7 @@ def _target(request: pytest.FixtureRequest, kind: str) -> EmulatorTarget:
             lambda: list(proxy.requests), "move", frozenset({"rewrite", "copy"})))
     if kind.startswith("sim-"):
         sim = request.getfixturevalue("cloud_sims")[kind[4:]]
-        options = dict(sim.storage_options)
-        if sim.scheme == "gs":  # it honours preconditions, as Google's endpoint does
-            options["committer_trust_preconditions"] = "true"
-        return EmulatorTarget(kind, sim.scheme, options)
+        return EmulatorTarget(kind, sim.scheme, sim.trusted_options)
     emulator = request.getfixturevalue("azurite_emulator" if kind == "azurite" else "gcs_emulator")
     return EmulatorTarget.on_emulator(kind, emulator)
 

@@ -174,6 +174,17 @@ class CloudSim:
         return out
 
     @property
+    def trusted_options(self) -> dict[str, Any]:
+        """``storage_options`` with what the engine may trust of this account as of the real
+        service: on GCS, its preconditions (``ifGenerationMatch``), which it honours as Google
+        does (fake-gcs-server ignores them on rewrite, so the engine does not trust them by
+        default). What the benchmarks and the commit tests on the simulator open it with."""
+        out = self.storage_options
+        if self.options.service == "gcs":
+            out["committer_trust_preconditions"] = "true"
+        return out
+
+    @property
     def scheme(self) -> str:
         """The URL scheme of locations in this account: ``gs`` or ``abfs``."""
         return "gs" if self.options.service == "gcs" else "abfs"

@@ -104,9 +104,7 @@ class CloudCrash:
         self.sim = sim
         self.service = service
         self.files, self.tasks, self.partitions = files, tasks, partitions
-        storage = dict(sim.storage_options)
-        if service == "gcs":  # the simulator honours preconditions, as the service does
-            storage["committer_trust_preconditions"] = "true"
+        storage = sim.trusted_options
         #: the engine's defaults: what a user who names nothing but the account gets
         self.config_values: dict[str, Any] = {"storage_options": storage}
         scheme = "gs" if service == "gcs" else "abfs"

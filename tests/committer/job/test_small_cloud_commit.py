@@ -22,9 +22,7 @@ FILES = 400
 @pytest.mark.parametrize("service", ["adls", "blob", "gcs"])
 def test_a_small_commit_starts_at_its_size_and_ends_exact(service: str) -> None:
     with start_cloud_sim(service=service, latency_ms=1.0, p99_ms=5.0, seed=3) as sim:
-        storage = dict(sim.storage_options)
-        if service == "gcs":
-            storage["committer_trust_preconditions"] = "true"
+        storage = sim.trusted_options
         config = CommitterConfig(storage_options=storage, store_processes=1)
         job = generate(sim, service, FILES, 4, 5, f"j{uuid.uuid4().hex[:12]}", config)
         committer = JobCommitter(job.dest, job.job_id, config=config)
