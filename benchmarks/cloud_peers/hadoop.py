@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 
 from committer.spark.build import spark_jars_dir
-from committer.spark.jarbuild import JavacError, find_javac, javac_jar, locked
+from committer.spark.jarbuild import JavacError, find_javac, find_jdk_tool, javac_jar, locked
 
 __all__ = [
     "DEFAULT_IO_THREADS",
@@ -78,12 +78,7 @@ class HadoopPeerError(RuntimeError):
 
 def find_java() -> str | None:
     """``java`` from ``JAVA_HOME``, else on ``PATH``."""
-    home = os.environ.get("JAVA_HOME")
-    if home:
-        candidate = Path(home) / "bin" / ("java.exe" if os.name == "nt" else "java")
-        if candidate.is_file():
-            return str(candidate)
-    return shutil.which("java")
+    return find_jdk_tool("java")
 
 
 def _sources() -> list[Path]:

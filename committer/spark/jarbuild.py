@@ -105,13 +105,18 @@ def cache_root() -> Path:
     return Path(base) / "spark-manifest-committer"
 
 
-def find_javac() -> str | None:
+def find_jdk_tool(name: str) -> str | None:
+    """The JDK's ``name`` (``javac``, ``java``) from ``JAVA_HOME``, else on ``PATH``."""
     java_home = os.environ.get("JAVA_HOME")
     if java_home:
-        candidate = Path(java_home) / "bin" / ("javac.exe" if os.name == "nt" else "javac")
+        candidate = Path(java_home) / "bin" / (f"{name}.exe" if os.name == "nt" else name)
         if candidate.is_file():
             return str(candidate)
-    return shutil.which("javac")
+    return shutil.which(name)
+
+
+def find_javac() -> str | None:
+    return find_jdk_tool("javac")
 
 
 @contextlib.contextmanager
