@@ -343,36 +343,36 @@ def test_commit_of_many_tasks_reaches_the_engine_whole(spark: Any, spark_work_di
     assert_ours(dest)
 
 
+def _write_fails_with_engine(spark: Any, work: Path, name: str, script: str,
+                             match: str) -> None:
+    """A write whose engine is the shell ``script`` fails with ``match``, leaving no
+    ``_SUCCESS``."""
+    folder = work / name
+    folder.mkdir()
+    python = folder / "python.sh"
+    python.write_text(script, encoding="utf-8")
+    python.chmod(0o755)
+    dest = work / f"{name} output"
+    with session_conf(spark, spark__manifest__committer__python=str(python)), \
+            pytest.raises(Exception, match=match):
+        spark.range(3).write.parquet(str(dest))
+    assert not (dest / "_SUCCESS").exists()
+
+
 def test_engine_of_another_release_is_refused_by_its_protocol(
     spark: Any, spark_work_dir: Path
 ) -> None:
     # an engine whose ready line speaks protocol 1 (it names no configuration to forward)
-    other = spark_work_dir / "engine of another release"
-    other.mkdir()
-    python = other / "python.sh"
-    python.write_text("#!/bin/sh\necho '{\"ready\": true, \"protocol\": 1, \"pid\": 1}'\n"
-                      "cat > /dev/null\n", encoding="utf-8")
-    python.chmod(0o755)
-    dest = spark_work_dir / "engine of another release output"
-    with session_conf(
-        spark, spark__manifest__committer__python=str(python)
-    ), pytest.raises(Exception, match=r"speaks protocol 1, this jar 2: the jar must come from"):
-        spark.range(3).write.parquet(str(dest))
-    assert not (dest / "_SUCCESS").exists()
+    _write_fails_with_engine(
+        spark, spark_work_dir, "engine of another release",
+        "#!/bin/sh\necho '{\"ready\": true, \"protocol\": 1, \"pid\": 1}'\ncat > /dev/null\n",
+        r"speaks protocol 1, this jar 2: the jar must come from")
 
 
 def test_engine_that_cannot_start_fails_the_job_with_its_log(
     spark: Any, spark_work_dir: Path
 ) -> None:
-    broken = spark_work_dir / "no committer here"
-    broken.mkdir()
-    python = broken / "python.sh"
-    python.write_text("#!/bin/sh\necho \"ModuleNotFoundError: No module named 'committer'\" >&2\n"
-                      "exit 1\n", encoding="utf-8")
-    python.chmod(0o755)
-    dest = spark_work_dir / "engine cannot start"
-    with session_conf(
-        spark, spark__manifest__committer__python=str(python)
-    ), pytest.raises(Exception, match=r"did not start(.|\n)*No module named 'committer'"):
-        spark.range(3).write.parquet(str(dest))
-    assert not (dest / "_SUCCESS").exists()
+    _write_fails_with_engine(
+        spark, spark_work_dir, "no committer here",
+        "#!/bin/sh\necho \"ModuleNotFoundError: No module named 'committer'\" >&2\nexit 1\n",
+        r"did not start(.|\n)*No module named 'committer'")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import orjson
 import pytest
@@ -56,9 +57,24 @@ def _output(store: ManagedStore, dest: str) -> dict[str, bytes]:
             for s in store.walk_files(dest) if not s.path[len(dest) + 1:].startswith("_")}
 
 
-def _counters(store: ManagedStore, dest: str) -> dict[str, int]:
+def _commit_under(sim: CloudSim, job: JobCommitter, **faults: Any) -> dict[str, Any]:
+    """Commit ``job`` with the simulator's ``faults`` armed (cleared after); what it armed."""
+    armed = sim.set_faults(**faults)
+    try:
+        job.commit()
+    finally:
+        sim.set_faults(clear=True)
+    return armed
+
+
+def _fell_back_exactly(store: ManagedStore, dest: str, files: dict[str, bytes]
+                       ) -> dict[str, int]:
+    """The destination exact (every file, its bytes, nothing else) after at least one
+    fallback to single calls; the commit's counters."""
+    assert _output(store, dest) == files
     counters: dict[str, int] = orjson.loads(
         store.read_bytes(f"{dest}/_SUCCESS"))["iostatistics"]["counters"]
+    assert counters[BATCH_FALLBACKS] >= 1 and counters[BATCH_FALLBACK_CALLS] >= 1
     return counters
 
 
@@ -66,16 +82,10 @@ def _counters(store: ManagedStore, dest: str) -> dict[str, int]:
 def test_a_batch_refused_whole_falls_back_to_single_calls(sim: CloudSim, refused: int) -> None:
     """``refused``: the first batch request only, or every one."""
     dest, store, job, files = _committed_task(sim, 250)
-    sim.set_faults(fail=[{"op": "gcs_batch", "times": refused, "status": 400,
-                          "code": "invalid"}])
+    _commit_under(sim, job, fail=[{"op": "gcs_batch", "times": refused, "status": 400,
+                                   "code": "invalid"}])
     try:
-        job.commit()
-    finally:
-        sim.set_faults(clear=True)
-    try:
-        assert _output(store, dest) == files  # exact: every file, its bytes, nothing else
-        counters = _counters(store, dest)
-        assert counters[BATCH_FALLBACKS] >= 1 and counters[BATCH_FALLBACK_CALLS] >= 1
+        counters = _fell_back_exactly(store, dest, files)
         if refused > 1:  # every batch: the 250 rewrites and 250 deletes one by one
             assert counters[BATCH_FALLBACK_CALLS] >= 2 * len(files)
         refusals = sim.stats()["by_op_status"]["gcs_batch"].get("400", 0)
@@ -91,16 +101,10 @@ def test_an_unreadable_batch_answer_falls_back_and_the_destination_is_exact(
         sim: CloudSim, garbled: int) -> None:
     """``garbled``: the first batch's answer only (the renames' rewrites), or every one."""
     dest, store, job, files = _committed_task(sim, 150)
-    armed = sim.set_faults(garble=[{"op": "gcs_batch", "times": garbled}])
+    armed = _commit_under(sim, job, garble=[{"op": "gcs_batch", "times": garbled}])
     assert armed["scripted"][0]["kind"] == "garble"
     try:
-        job.commit()
-    finally:
-        sim.set_faults(clear=True)
-    try:
-        assert _output(store, dest) == files  # exact: every file, its bytes, nothing else
-        counters = _counters(store, dest)
-        assert counters[BATCH_FALLBACKS] >= 1 and counters[BATCH_FALLBACK_CALLS] >= 1
+        counters = _fell_back_exactly(store, dest, files)
         stats = sim.stats()
         # the garbled batches were carried out (their sub-requests done) and answered 200
         assert stats["by_op_status"]["gcs_batch"].get("200", 0) >= 1

@@ -142,3 +142,19 @@ def parse_batch_answer(content_type: str, body: bytes) -> list[tuple[dict[str, s
                    (line.partition(":") for line in lines[1:] if line)}
         out.append((mime, status, headers, payload))
     return out
+
+
+def data_lake_file_system(connection_string: str, dfs_endpoint: str, name: str) -> Any:
+    """The Azure Data Lake SDK's client of a new file system ``name`` on the simulated
+    account, no retries. The SDK creates a file system on the Blob endpoint (on the service
+    its account URL with .dfs. turned .blob.: not so for a path-style address), so it is
+    created there first."""
+    from azure.core.credentials import AzureNamedKeyCredential
+    from azure.storage.blob import BlobServiceClient
+    from azure.storage.filedatalake import DataLakeServiceClient
+
+    BlobServiceClient.from_connection_string(connection_string).create_container(name)
+    service = DataLakeServiceClient(dfs_endpoint,
+                                    credential=AzureNamedKeyCredential(ACCOUNT, AZURITE_KEY),
+                                    retry_total=0)
+    return service.get_file_system_client(name)

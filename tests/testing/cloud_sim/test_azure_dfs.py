@@ -6,7 +6,7 @@ from __future__ import annotations
 from urllib.parse import quote
 
 from committer.testing.cloud_sim import CloudSim
-from tests.testing.cloud_sim.client import ACCOUNT, Client
+from tests.testing.cloud_sim.client import ACCOUNT, Client, data_lake_file_system
 
 
 def _dfs(sim: CloudSim) -> Client:
@@ -152,20 +152,9 @@ def test_flat_account_refuses_the_dfs_endpoint(blob: CloudSim) -> None:
 
 def test_sdk_data_lake_rename(adls: CloudSim) -> None:
     from azure.core import MatchConditions
-    from azure.core.credentials import AzureNamedKeyCredential
     from azure.core.exceptions import ResourceExistsError
-    from azure.storage.blob import BlobServiceClient
-    from azure.storage.filedatalake import DataLakeServiceClient
 
-    from committer.testing.emulators import AZURITE_KEY
-
-    # the Data Lake SDK creates a filesystem on the Blob endpoint (which on the service is
-    # its account URL with .dfs. turned .blob.: not so for a path-style address)
-    BlobServiceClient.from_connection_string(adls.connection_string).create_container("lake")
-    svc = DataLakeServiceClient(adls.dfs_endpoint,
-                                credential=AzureNamedKeyCredential(ACCOUNT, AZURITE_KEY),
-                                retry_total=0)
-    fs = svc.get_file_system_client("lake")
+    fs = data_lake_file_system(adls.connection_string, adls.dfs_endpoint, "lake")
     fs.create_directory("in/sub")
     fs.create_file("in/sub/a b")
     fs.get_file_client("in/sub/a b").rename_file("lake/in/c",

@@ -12,6 +12,7 @@ import pytest
 from fsspec.asyn import sync
 
 from committer.testing.cloud_sim import CloudSim
+from tests.testing.cloud_sim.client import data_lake_file_system
 
 # gcsfs would otherwise ask the bucket for its hierarchical-namespace layout first
 os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
@@ -80,19 +81,9 @@ def test_adlfs_uploads_reads_lists_moves_and_deletes(azure: CloudSim) -> None:
 
 
 def test_data_lake_sdk_directories(adls: CloudSim) -> None:
-    from azure.core.credentials import AzureNamedKeyCredential
     from azure.core.exceptions import ResourceNotFoundError
-    from azure.storage.blob import BlobServiceClient
-    from azure.storage.filedatalake import DataLakeServiceClient
 
-    from committer.testing.emulators import AZURITE_KEY
-    from tests.testing.cloud_sim.client import ACCOUNT
-
-    BlobServiceClient.from_connection_string(adls.connection_string).create_container("dl")
-    svc = DataLakeServiceClient(adls.dfs_endpoint,
-                                credential=AzureNamedKeyCredential(ACCOUNT, AZURITE_KEY),
-                                retry_total=0)
-    fs = svc.get_file_system_client("dl")
+    fs = data_lake_file_system(adls.connection_string, adls.dfs_endpoint, "dl")
     top = fs.create_directory("job/attempt/task")
     top.create_file("part-0")
     fs.create_directory("job/attempt/empty")
