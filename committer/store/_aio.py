@@ -39,6 +39,10 @@ R = TypeVar("R")
 CLOSE_TIMEOUT_S = 10.0
 #: requests a commit expects up to which it is one of round trips (``expect_requests``)
 SMALL_COMMIT = 50_000
+#: renames up to which a copy-based store renames each file alone, its source deleted as soon
+#: as its copy is done, and deletes objects one request each (above, deletes go in batches: a
+#: request a file costs more CPU than the round trip it saves; docs/benchmarks-cloud.md)
+ONE_BY_ONE = 2_000
 #: rounds in which a batch of renames sends again the sources' deletes the service refused,
 #: and the longest wait before one (a hostile Retry-After cannot stall the batch for long)
 SOURCE_DELETE_ROUNDS = 3
@@ -209,6 +213,9 @@ class AsyncStore(Store):
     #: a small commit's renames, copies and batches of deletes are raced in their latency tail
     #: (``http/hedge.py``); set by :meth:`expect_requests`
     _race_tail = False
+    #: a copy-based store renames each file alone and deletes without batches
+    #: (``ONE_BY_ONE``); set likewise
+    _one_by_one = False
 
     def expect_requests(self, requests: int) -> None:
         """Up to ``SMALL_COMMIT`` requests, a commit of round trips, not of the account's
@@ -218,6 +225,7 @@ class AsyncStore(Store):
         engine's CPU, and a tenth more requests at a rate cap that leaves places free)."""
         small = requests <= SMALL_COMMIT
         self._race_tail = small
+        self._one_by_one = requests <= ONE_BY_ONE
         limit = getattr(self, "limit", None)  # the backends' AdaptiveLimit, on the loop
         if small and isinstance(limit, AdaptiveLimit) and getattr(self, "_loop", None) is not None:
             self._loop.call_soon_threadsafe(limit.expect, requests)

@@ -30,6 +30,13 @@ def sim() -> Iterator[CloudSim]:
         yield sim
 
 
+@pytest.fixture(autouse=True)
+def batched(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These jobs rename in batches, as a commit larger than a small one does (a small
+    commit renames each file alone: ``AsyncStore.expect_requests``)."""
+    monkeypatch.setattr("committer.store._aio.SMALL_COMMIT", 0)
+
+
 def _committed_task(sim: CloudSim, files: int
                     ) -> tuple[str, ManagedStore, JobCommitter, dict[str, bytes]]:
     """A job with one committed task attempt of ``files`` files: (destination, store, job,

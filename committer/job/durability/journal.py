@@ -8,8 +8,9 @@
 
 ``loading`` is written while the manifests are read (or before, without a pool), so a commit
 killed after it leaves the mode and task set it was given; killed before, nothing had moved.
-``renaming`` is saved while the directories are created (the first rename waits for it) and
-``renamed`` while ``_SUCCESS`` is written (``transaction.py``). ``planned`` is written before
+``renaming`` is saved while the directories are created and the first files renamed (nothing
+reads it but people: recovery treats ``planned`` and ``renaming`` alike) and ``renamed`` while
+``_SUCCESS`` is written (``transaction.py``). ``planned`` is written before
 the first rename, delete or directory create, and holds everything resume and rollback need
 besides the store itself: the identity of every manifest the plan was built from (resume refuses
 manifests that changed), the data moved aside, and the directories that did not exist yet;

@@ -260,9 +260,9 @@ class CommitTransaction:
 
     def plan(self, plan: JobPlan, ctx: StageContext) -> None:
         """Record the plan before anything moves, or check that it is still the same one."""
-        self._saved()
         j = self._journal()
-        # the manifests' listing and the directories' probes at once: both only read
+        # the manifests' listing and the directories' probes at once, while 'loading' may
+        # still be on its way: they only read, and the next save waits for it
         absent_found: Future[list[str]] | None = None
         if j.state < State.PLANNED:
             absent_found = ctx.pool.submit(self._absent_directories, plan, ctx)
@@ -270,6 +270,8 @@ class CommitTransaction:
             idents = manifest_identities(self.meta, self.layout)
         finally:
             absent = absent_found.result() if absent_found is not None else []
+        self._saved()
+        j = self._journal()
         if j.state >= State.PLANNED:
             changed = [m.path for m in j.manifests if idents.get(m.path) != (m.identity, m.size)]
             loaded = {t.manifest_path for t in plan.tasks}
@@ -390,8 +392,9 @@ class CommitTransaction:
     def renaming(self, pool: Executor | None = None) -> bool:
         """Before the directories are created; ``False`` when an earlier run already finished
         the rename stage. With ``pool`` the ``renaming`` state is saved while the directories
-        are created (:meth:`before_renames` waits for it): a directory created under
-        ``planned`` is one rollback removes all the same (the plan lists it as new). The
+        are created and the first files renamed (:meth:`renamed` waits for it): a directory
+        created or a file renamed under ``planned`` is one rollback undoes all the same (the
+        plan lists the directory as new, the file's identity proves the rename). The
         history's directory, when new, is created meanwhile too."""
         j = self._journal()
         if j.state >= State.RENAMED:
@@ -407,10 +410,11 @@ class CommitTransaction:
         return True
 
     def before_renames(self, pool: Executor | None = None) -> None:
-        """The first rename waits for ``renaming`` to be saved. With ``pool``, the previous
+        """The renames need ``planned`` saved, not ``renaming``: both are resumed and rolled
+        back alike (renames proven by identity), so ``renaming`` lands while the first files
+        are renamed, and the next save waits for it. With ``pool``, the previous
         ``_SUCCESS``'s owner is read while the files are renamed (the renames never touch
         it; under the lock nothing else does either)."""
-        self._saved()
         if pool is not None and self.config.mark_successful_jobs:
             self._owner = pool.submit(success_job_id, self.meta, self.layout.success_marker)
 
@@ -419,6 +423,7 @@ class CommitTransaction:
         ``_SUCCESS`` and the history record are written (:meth:`save_success` waits for it
         only before ``success_written``): a commit killed before it lands is resumed from
         ``renaming``, whose renames all prove done by identity, or rolled back as before."""
+        self._saved()  # 'renaming', which must not land after it
         if pool is None:
             self.journal = advance(self.meta, self.layout, self._journal(), State.RENAMED)
         else:

@@ -13,6 +13,7 @@ abort removes whatever it recreated (``TaskAttemptCommitter.abort``).
 from __future__ import annotations
 
 import time
+from concurrent.futures import Future
 
 from committer.errors import PathExistsError, PathNotFoundError
 from committer.job.stages.context import StageContext
@@ -23,13 +24,18 @@ from committer.store.managed import ManagedStore
 STAGE = "cleanup"
 
 
-def cleanup_job(ctx: StageContext, committed: bool = False) -> int:
+def cleanup_job(ctx: StageContext, committed: bool = False,
+                marker_deleted: Future[bool] | None = None) -> int:
     """Delete the job directory; return how many task attempt directories were removed.
     ``committed``: after a commit that renamed every file, when the task attempt directories
     hold no more than their names (on a cloud store: a renamed source is gone), so one
-    deletion of the job directory is all it takes."""
+    deletion of the job directory is all it takes. ``marker_deleted``: the job marker's
+    delete, already on its way."""
     store, layout, config = ctx.store, ctx.layout, ctx.config
-    store.delete_file(layout.job_marker)
+    if marker_deleted is None:
+        store.delete_file(layout.job_marker)
+    else:
+        marker_deleted.result()
     removed = 0
     # after a commit on a cloud store the task directories hold no more than their names
     at_once = (not config.cleanup_parallel_delete or (committed and store.reads_wait(

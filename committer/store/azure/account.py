@@ -97,6 +97,7 @@ class AzureAccount(AsyncStore):
         # retried and counted by the managed store like any other
         self._hierarchical: bool | None = hierarchical
         self._namespace_lock: asyncio.Lock | None = None  # one question at a time
+        self._namespace_asked: asyncio.Task[bool] | None = None  # asked ahead (_send)
         #: how ``hierarchical`` was decided: "option" (given), "account" (the account said),
         #: "refused" (the credential may not read account information: flat assumed),
         #: "unknown" (not asked yet)
@@ -194,6 +195,13 @@ class AzureAccount(AsyncStore):
         ``hedge``: a slow request may be raced by a copy (``http/hedge.py``); reads are, by
         default, and whatever a repetition does not change (``settles``: which answers end
         that race; ``parts``: the operations a batch carries)."""
+        if self._hierarchical is None and self._namespace_asked is None:
+            # The account's kind, asked beside the first request rather than in front of the
+            # first that needs it (the manifests' reads wait for it on a flat account).
+            asked = self._namespace_asked = asyncio.get_running_loop().create_task(
+                self._namespace())
+            # a failure here is only a question asked early: the next need asks again
+            asked.add_done_callback(lambda t: t.cancelled() or t.exception())
         if self.faults is not None and self.faults.before(op):
             raise TransientStoreError(f"injected: {op} throttled ({self.faults.status})",
                                       f"{container}/{key}", throttled=True)

@@ -121,6 +121,8 @@ class FlatBlobRenames(AzureAccount):
     async def _delete_many(self, blobs: Sequence[tuple[str, str]]) -> list[BaseException | None]:
         """Delete blobs (a missing one is fine), ``BATCH_LIMIT`` to a Blob Batch request; one
         result per blob: ``None`` or its error. A single blob goes as a plain Delete."""
+        if self._one_by_one and len(blobs) > 1:  # a small commit's: no batch to wait for
+            return await self._delete_each(blobs)
         results: list[BaseException | None] = [None] * len(blobs)
         if len(blobs) == 1:
             try:
@@ -143,6 +145,19 @@ class FlatBlobRenames(AzureAccount):
 
         await map_bounded(one_batch, groups, self.concurrency)
         return results
+
+    async def _delete_each(self, blobs: Sequence[tuple[str, str]]
+                                    ) -> list[BaseException | None]:
+        """Deletes, one request each, raced in their latency tail (sent twice, a delete
+        removes nothing more: a renamed source lives in its task attempt's directory, which
+        nothing else writes; a tree is being deleted whole)."""
+        async def one(blob: tuple[str, str]) -> None:
+            response = await self._send("delete_file", "DELETE", *blob, idempotent=True,
+                                        hedge=True)
+            if response.status not in (200, 202, 404):
+                raise azure_error(response, self._url(*blob), "delete")
+
+        return await map_bounded(one, blobs, self.concurrency)
 
     async def _batch_delete(self, blobs: Sequence[tuple[str, str]]) -> list[StoreError | None]:
         """One Blob Batch request deleting ``blobs`` (all in one container); a result per

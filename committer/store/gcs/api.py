@@ -198,7 +198,8 @@ class GcsApi(AsyncStore):
                 return None
             raise
 
-    async def _delete_object(self, bucket: str, key: str, generation: Any = None) -> bool:
+    async def _delete_object(self, bucket: str, key: str, generation: Any = None,
+                             hedge: bool | None = None) -> bool:
         """Delete an object (``generation``: only that generation of it); ``False`` if it was
         not there. A delete is idempotent, so the client sends it again when its connection
         was closed with no answer, and that second delete may find the object gone: for a
@@ -207,7 +208,7 @@ class GcsApi(AsyncStore):
         params = {"ifGenerationMatch": str(generation)} if generation else None
         try:
             await self._request("delete_file", "DELETE", f"{self._api}/{self._obj(bucket, key)}",
-                                params=params)
+                                params=params, hedge=hedge)
         except GcsHttpError as e:
             if e.status == 404:
                 return False

@@ -173,20 +173,47 @@ class GcsBatches(GcsRenames):
             absent = await self._absent_destinations(pairs)
 
         async def rewrite(i: int) -> None:
-            sources[i] = await self._rewrite(pairs[i], False, absent)
+            # a small commit's raced in its tail (``expect_requests``)
+            sources[i] = await self._rewrite(pairs[i], False, absent, hedge=self._race_tail)
+
+        async def rename_one(i: int) -> None:
+            # The smallest commits (``ONE_BY_ONE``): the source deleted as soon as its
+            # rewrite is done, where a batch would wait for its slowest rewrite and then for its
+            # slowest delete. What that costs (requests a file, not a hundred files) only a
+            # small commit spends.
+            source = await self._rewrite(pairs[i], False, absent, hedge=self._race_tail)
+            if source is not None:
+                [error] = await self._delete_sources([source], self._delete_each)
+                if error is not None:
+                    raise error
+            self._lose("rename_file")
 
         indexes = range(len(pairs))
         first: list[BaseException | None] = []
         if self._move_supported is None and pairs:
-            # Learn whether the move API exists with one rename before starting hundreds:
-            # on a store that refuses it every request in flight would be refused once.
+            # Learn whether the move API exists with one move before starting hundreds: on a
+            # store that refuses it every request in flight would be refused once. Only the
+            # move waits: refused, the first pair goes with the others.
             if self._probe_lock is None:
                 self._probe_lock = asyncio.Lock()
             async with self._probe_lock:
                 if self._move_supported is None:
-                    first = await map_bounded(rewrite, indexes[:1], 1)
+                    moved = [False]
+
+                    async def probe(i: int) -> None:
+                        moved[0] = await self._move_probe(pairs[i])
+
+                    first = await map_bounded(probe, indexes[:1], 1)
+                    if first[0] is None and not moved[0]:
+                        first = []
         rest = indexes[len(first):]
-        if self._move_supported is False:  # rewrites: through the batch endpoint
+        if self._one_by_one:
+            results = first + await map_bounded(rename_one, rest, self._batch_workers)
+            return [None if r is None else classify_gcs(r, f"{p[0]} -> {p[1]}")
+                    for p, r in zip(pairs, results, strict=True)]
+        if self._move_supported is False and not self._race_tail:
+            # a large commit's rewrites: through the batch endpoint (a small one's alone, each
+            # raced in its tail, where a batch waits for its slowest part)
             results = first + await self._rewrite_batched(pairs, rest, absent, sources)
         else:
             results = first + await map_bounded(rewrite, rest, self._batch_workers)
@@ -205,12 +232,27 @@ class GcsBatches(GcsRenames):
         return [None if r is None else classify_gcs(r, f"{p[0]} -> {p[1]}")
                 for p, r in zip(pairs, results, strict=True)]
 
+    async def _move_probe(self, pair: tuple[str, str]) -> bool:
+        """Whether the move API renamed ``pair`` (then it exists); ``False``: the store has no
+        move API, or the pair is not one move can rename. A refusal of the move is settled as
+        a rewrite's would be (done, or the rename's error raised)."""
+        (sb, sk), (db, dk) = self._split(pair[0]), self._split(pair[1])
+        if sb != db or not sk or not dk:
+            return False
+        try:
+            return await self._move(sb, sk, dk, False)
+        except GcsHttpError as e:
+            await self._rewrite_refused(e, pair, False)
+            return True
+
     # -- deleting ------------------------------------------------------------------------------
 
     async def _delete_many(self, objects: Sequence[tuple[str, str]]
                            ) -> list[BaseException | None]:
         """Delete objects (a missing one is fine), ``BATCH_LIMIT`` to a request of the batch
         endpoint; one result per object. A single object goes as a plain DELETE."""
+        if self._one_by_one and len(objects) > 1:  # a small commit's: no batch to wait for
+            return await self._delete_each(objects)
         results: list[BaseException | None] = [None] * len(objects)
         if len(objects) == 1:
             try:
@@ -240,6 +282,16 @@ class GcsBatches(GcsRenames):
 
         await map_bounded(one_batch, groups, self.concurrency)
         return results
+
+    async def _delete_each(self, objects: Sequence[tuple[str, str]]
+                                    ) -> list[BaseException | None]:
+        """Deletes, one request each, raced in their latency tail (sent twice, a delete
+        removes nothing more: a renamed source lives in its task attempt's directory, which
+        nothing else writes; a tree is being deleted whole)."""
+        async def one(obj: tuple[str, str]) -> None:
+            await self._delete_object(*obj, hedge=True)
+
+        return await map_bounded(one, objects, self.concurrency)
 
     async def _batch_delete(self, objects: Sequence[tuple[str, str]]
                             ) -> list[BaseException | None]:

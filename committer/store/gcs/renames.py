@@ -71,10 +71,13 @@ class GcsRenames(GcsApi):
         await self._delete_object(bucket, sk, s.get("generation"))
 
     async def _rewrite(self, pair: tuple[str, str], replace: bool,
-                       known_absent: frozenset[str] = frozenset()) -> tuple[str, str] | None:
+                       known_absent: frozenset[str] = frozenset(), hedge: bool = False
+                       ) -> tuple[str, str] | None:
         """A rename but for the source's delete: the move (done), or the rewrite. Returns
         ``(bucket, key)`` of the source to delete next, or ``None`` when nothing is left to do
-        (moved; or an earlier attempt finished the rename)."""
+        (moved; or an earlier attempt finished the rename). ``hedge``: a slow rewrite that
+        never replaces is raced by a copy; the later of the two is refused (412) and settled
+        as any refusal is, the destination proven the source's copy by checksum and size."""
         src, dst = pair
         sb, sk = self._split(src)
         db, dk = self._split(dst)
@@ -91,7 +94,8 @@ class GcsRenames(GcsApi):
             params: dict[str, str] = {} if replace else {"ifGenerationMatch": "0"}
             url = self._rewrite_url(sb, sk, db, dk)
             out = await self._json("copy", "POST", url, params=params,
-                                   headers={"Content-Type": "application/json"})
+                                   headers={"Content-Type": "application/json"},
+                                   hedge=hedge and not replace)
             await self._rewrite_rounds(url, params, out, src, dst)
         except GcsHttpError as e:
             await self._rewrite_refused(e, pair, replace)

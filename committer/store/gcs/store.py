@@ -24,6 +24,7 @@ emulator behaves like the service for tests, and is documented in ``docs/stores.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 from collections.abc import Mapping
@@ -195,6 +196,33 @@ class GcsStore(GcsBatches):
     async def _delete_file(self, path: str) -> bool:
         bucket, key = self._split(path)
         return await self._delete_object(bucket, key)
+
+    def remove_dir_if_empty(self, path: str) -> bool:
+        """One round trip to find nothing below ``path``; then its marker object, if any,
+        deleted: never what a concurrent writer puts below it meanwhile."""
+        return self._do(path, self._remove_dir_if_empty, path)
+
+    async def _remove_dir_if_empty(self, path: str) -> bool:
+        bucket, key = self._split(path)
+        if not key:
+            raise StoreError(f"refusing to delete a whole bucket: {path}", path)
+        # two entries at most: the directory's own marker and one more
+        below, obj = await asyncio.gather(
+            self._json("list_dir", "GET", f"{self._api}/b/{quote_name(bucket)}/o",
+                       params={"prefix": key + "/", "maxResults": "2"}),
+            self._get_object(bucket, key), return_exceptions=True)
+        for answer in (below, obj):
+            if isinstance(answer, BaseException):
+                raise answer
+        assert isinstance(below, dict)
+        items = below.get("items", [])
+        if any(o.get("name") != key + "/" for o in items):
+            return False
+        if obj is not None:
+            raise StoreError(f"not a directory: {path}", path)
+        if items:  # the marker alone: that generation of it
+            await self._delete_object(bucket, key + "/", items[0].get("generation"))
+        return True
 
     async def _delete_tree(self, path: str) -> bool:
         bucket, key = self._split(path)
