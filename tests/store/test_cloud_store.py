@@ -111,6 +111,26 @@ def test_directories_listing_and_tree_delete(cloud: CloudTarget) -> None:
         store.list_dir(base)
 
 
+def test_remove_dir_if_empty_deletes_only_an_empty_directory(cloud: CloudTarget) -> None:
+    """An empty directory goes (its marker); one with anything below it stays whole; a file
+    of that name is refused and kept; nothing there is already gone."""
+    store = cloud.managed()
+    empty, full, file = cloud.url("rm", "empty"), cloud.url("rm", "full"), cloud.url("rm", "f")
+    store.mkdirs(empty)
+    assert store.exists(empty)
+    assert store.remove_dir_if_empty(empty) is True
+    assert not store.exists(empty)
+    store.mkdirs(full)
+    store.write_bytes(f"{full}/child/data", b"kept")
+    assert store.remove_dir_if_empty(full) is False
+    assert store.read_bytes(f"{full}/child/data") == b"kept"
+    store.write_bytes(file, b"a file")
+    with pytest.raises(StoreError):
+        store.remove_dir_if_empty(file)
+    assert store.read_bytes(file) == b"a file"
+    assert store.remove_dir_if_empty(cloud.url("rm", "absent")) is True
+
+
 def test_read_limit(cloud: CloudTarget) -> None:
     store = cloud.managed()
     store.write_bytes(cloud.url("big"), b"x" * 1000)

@@ -42,3 +42,32 @@ def test_a_small_commit_starts_at_its_size_and_ends_exact(service: str) -> None:
         # committed again: the history replays the first summary, nothing is redone
         again = JobCommitter(job.dest, job.job_id, config=config).commit(job.committed)
         assert again.timestamp == summary.timestamp
+
+
+_BATCH_OP = {"blob": "blob_batch", "gcs": "gcs_batch"}
+_DELETE_OP = {"blob": "delete_blob", "gcs": "delete_object"}
+
+
+@pytest.mark.parametrize("one_by_one", [True, False], ids=["alone", "in-batches"])
+@pytest.mark.parametrize("service", ["blob", "gcs"])
+def test_a_flat_commit_batches_its_deletes_only_above_its_size(
+        service: str, one_by_one: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Up to ``ONE_BY_ONE`` renames a flat commit deletes each source as its copy lands and
+    sends no batch (the job directory's deletes neither); above, deletes of more than one
+    object go in batches. Both end exact."""
+    if not one_by_one:
+        monkeypatch.setattr("committer.store._aio.ONE_BY_ONE", FILES // 2)
+    with start_cloud_sim(service=service, latency_ms=1.0, p99_ms=5.0, seed=5) as sim:
+        config = CommitterConfig(storage_options=sim.trusted_options, store_processes=1)
+        job = generate(sim, service, FILES, 4, 5, f"j{uuid.uuid4().hex[:12]}", config)
+        sim.reset_stats()
+        JobCommitter(job.dest, job.job_id, config=config).commit(job.committed)
+        batches = sum(sim.stats()["by_op_status"].get(_BATCH_OP[service], {}).values())
+        deletes = sum(sim.stats()["by_op_status"].get(_DELETE_OP[service], {}).values())
+        if one_by_one:
+            assert batches == 0 and deletes >= FILES
+        else:  # deletes of more than one object (a chunk's sources, the tree's) in batches
+            assert batches > 0
+        assert _check(sim, job)["destination_exact"]
+        keys = {o["key"] for o in sim.objects(BUCKET, "table/")}
+        assert not [k for k in keys if k.startswith("table/_temporary/")]
