@@ -453,6 +453,7 @@ class CommitTransaction:
             return record.success_data() if record is not None else summary
         self.check_lock()
         written: Future[None] | None = None
+        kept_previous = False
         try:
             if self.config.history_enabled:
                 record = HistoryRecord(j.job_id, j.attempt, j.mode, summary.timestamp, j.files,
@@ -475,12 +476,19 @@ class CommitTransaction:
                     # Keep the previous job's marker until this commit is final: rollback puts
                     # it back. A rename keeps it whole, and our marker replaces nothing.
                     self.meta.replace_file(marker, self.layout.previous_success)
+                    kept_previous = True
                 save_marker(summary)
         finally:
             if written is not None:
                 written.result()
         self._saved()
-        self.journal = advance(self.meta, self.layout, self._journal(), State.SUCCESS_WRITTEN)
+        # Nothing kept for a rollback to put back (no data moved aside or displaced, no earlier
+        # _SUCCESS): the commit is final once _SUCCESS is written, so 'cleaning' at once, one
+        # journal write fewer before the job directory goes
+        final = not (kept_previous or j.moved_aside or self._displacing
+                     or self.config.cleanup_skipped)
+        self.journal = advance(self.meta, self.layout, self._journal(),
+                               State.CLEANING if final else State.SUCCESS_WRITTEN)
         return summary
 
     def finish(self, cleanup: Callable[[], Any]) -> None:

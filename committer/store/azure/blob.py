@@ -67,8 +67,8 @@ class FlatBlobRenames(AzureAccount):
         delete), or the source is the copy of the destination (a rename being undone, by a
         rollback or a restore of data moved aside, whose forward copy landed and whose delete
         did not). Deleting the source then leaves the bytes where the rename puts them."""
-        d = await self._properties(dc, dk, "copy")
-        s = await self._properties(sc, sk, "copy")
+        d, s = await asyncio.gather(self._properties(dc, dk, "copy"),
+                                    self._properties(sc, sk, "copy"))
         if d is None or s is None:
             return False
 

@@ -18,6 +18,7 @@ encodes the generation; fake-gcs-server keeps it), so an ambiguous rename is pro
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -59,8 +60,11 @@ class GcsRenames(GcsApi):
         """The destination exists: if it holds exactly the source's bytes (an earlier attempt
         of this rename copied it and lost the answer), delete the source and succeed; else it
         is a genuine conflict."""
-        s = await self._get_object(bucket, sk)
-        d = found if found is not None else await self._get_object(bucket, dk)
+        if found is None:  # both at once: one round trip (a raced rewrite's tail is here)
+            s, d = await asyncio.gather(self._get_object(bucket, sk),
+                                        self._get_object(bucket, dk))
+        else:
+            s, d = await self._get_object(bucket, sk), found
         if s is None:
             # the source is gone as well: ambiguous; the managed store decides on identity
             raise PathNotFoundError(f"rename source not found: {src}", src)
