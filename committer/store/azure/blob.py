@@ -146,8 +146,7 @@ class FlatBlobRenames(AzureAccount):
         await map_bounded(one_batch, groups, self.concurrency)
         return results
 
-    async def _delete_each(self, blobs: Sequence[tuple[str, str]]
-                                    ) -> list[BaseException | None]:
+    async def _delete_each(self, blobs: Sequence[tuple[str, str]]) -> list[BaseException | None]:
         """Deletes, one request each, raced in their latency tail (sent twice, a delete
         removes nothing more: a renamed source lives in its task attempt's directory, which
         nothing else writes; a tree is being deleted whole)."""

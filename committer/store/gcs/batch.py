@@ -284,7 +284,7 @@ class GcsBatches(GcsRenames):
         return results
 
     async def _delete_each(self, objects: Sequence[tuple[str, str]]
-                                    ) -> list[BaseException | None]:
+                           ) -> list[BaseException | None]:
         """Deletes, one request each, raced in their latency tail (sent twice, a delete
         removes nothing more: a renamed source lives in its task attempt's directory, which
         nothing else writes; a tree is being deleted whole)."""
