@@ -35,6 +35,7 @@ def batched(monkeypatch: pytest.MonkeyPatch) -> None:
     """These jobs rename in batches, as a commit larger than a small one does (a small
     commit renames each file alone: ``AsyncStore.expect_requests``)."""
     monkeypatch.setattr("committer.store._aio.SMALL_COMMIT", 0)
+    monkeypatch.setattr("committer.store._aio.ONE_BY_ONE", 0)
 
 
 def _committed_task(sim: CloudSim, files: int

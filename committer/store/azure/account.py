@@ -198,9 +198,10 @@ class AzureAccount(AsyncStore):
         if self._hierarchical is None and self._namespace_asked is None:
             # The account's kind, asked beside the first request rather than in front of the
             # first that needs it (the manifests' reads wait for it on a flat account).
+            # Once: a failure here is only a question asked early, and the first need asks
+            # again, retried as before.
             asked = self._namespace_asked = asyncio.get_running_loop().create_task(
-                self._namespace())
-            # a failure here is only a question asked early: the next need asks again
+                self._namespace(attempts=1))
             asked.add_done_callback(lambda t: t.cancelled() or t.exception())
         if self.faults is not None and self.faults.before(op):
             raise TransientStoreError(f"injected: {op} throttled ({self.faults.status})",
@@ -269,17 +270,18 @@ class AzureAccount(AsyncStore):
         if self.faults is not None and self.faults.after(op):
             raise TransientStoreError(f"injected: the answer to {op} was lost", path)
 
-    async def _namespace(self) -> bool:
-        """``hierarchical`` from inside the loop: asks the account once, on first need."""
+    async def _namespace(self, attempts: int = _DETECT_ATTEMPTS) -> bool:
+        """``hierarchical`` from inside the loop: asks the account once, on first need
+        (``attempts``: how many times it is asked before a transient failure is raised)."""
         if self._hierarchical is None:
             if self._namespace_lock is None:
                 self._namespace_lock = asyncio.Lock()
             async with self._namespace_lock:
                 if self._hierarchical is None:
-                    self._hierarchical = await self._detect_hns()
+                    self._hierarchical = await self._detect_hns(attempts)
         return self._hierarchical
 
-    async def _detect_hns(self) -> bool:
+    async def _detect_hns(self, attempts: int = _DETECT_ATTEMPTS) -> bool:
         """Whether the account has a hierarchical namespace, from Get Account Information's
         ``x-ms-is-hns-enabled``.
 
@@ -290,7 +292,7 @@ class AzureAccount(AsyncStore):
         operation that needed the answer (the managed store retries it): guessing "flat" then
         would silently give up the atomic rename on a namespace account."""
         delay = _DETECT_RETRY_DELAY_S
-        for attempt in range(1, _DETECT_ATTEMPTS + 1):
+        for attempt in range(1, attempts + 1):
             try:
                 response = await self._send("account_info", "GET", "",
                                             query=(("restype", "account"), ("comp", "properties")))
@@ -305,7 +307,7 @@ class AzureAccount(AsyncStore):
             if not isinstance(error, TransientStoreError):
                 self.namespace_source = "refused"
                 return False
-            if attempt == _DETECT_ATTEMPTS:
+            if attempt == attempts:
                 raise error
             await asyncio.sleep(delay)
             delay *= 2

@@ -164,7 +164,8 @@ class Hedger:
                     response = await first
                     observe(loop.time() - start)
                     return response
-                epoch = None if self.hedged >= SHARE * self.requests + BURST \
+                # the copy counted in: never over the share, even by one
+                epoch = None if self.hedged + 1 > SHARE * self.requests + BURST \
                     else self._limit.try_acquire()
                 if epoch is not None:
                     break
