@@ -354,16 +354,11 @@ class AzureStore(DataLakeRenames, FlatBlobRenames):
         if not await self._namespace():
             below, marker = await asyncio.gather(
                 self._list_page(container, key + "/", False, "", "list_dir", page_size=1),
-                self._properties(container, key), return_exceptions=True)
-            for answer in (below, marker):
-                if isinstance(answer, BaseException):
-                    raise answer
-            assert isinstance(below, ET.Element)
+                self._properties(container, key))
             if blobs(below):
                 return False
             if marker is None:
                 return True
-            assert isinstance(marker, Response)
             if not self._from_headers(container, key, marker).is_dir:
                 raise StoreError(f"not a directory: {path}", path)
             await self._delete_key(container, key, "delete_tree")

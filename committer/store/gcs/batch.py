@@ -198,14 +198,10 @@ class GcsBatches(GcsRenames):
                 self._probe_lock = asyncio.Lock()
             async with self._probe_lock:
                 if self._move_supported is None:
-                    moved = [False]
-
-                    async def probe(i: int) -> None:
-                        moved[0] = await self._move_probe(pairs[i])
-
-                    first = await map_bounded(probe, indexes[:1], 1)
-                    if first[0] is None and not moved[0]:
-                        first = []
+                    try:  # moved: the first pair is done; refused: it goes with the others
+                        first = [None] if await self._move_probe(pairs[0]) else []
+                    except Exception as e:  # the first pair's outcome, as for any other
+                        first = [e]
         rest = indexes[len(first):]
         if self._one_by_one:
             results = first + await map_bounded(rename_one, rest, self._batch_workers)

@@ -210,11 +210,7 @@ class GcsStore(GcsBatches):
         below, obj = await asyncio.gather(
             self._json("list_dir", "GET", f"{self._api}/b/{quote_name(bucket)}/o",
                        params={"prefix": key + "/", "maxResults": "2"}),
-            self._get_object(bucket, key), return_exceptions=True)
-        for answer in (below, obj):
-            if isinstance(answer, BaseException):
-                raise answer
-        assert isinstance(below, dict)
+            self._get_object(bucket, key))
         items = below.get("items", [])
         if any(o.get("name") != key + "/" for o in items):
             return False
