@@ -529,3 +529,45 @@ def test_task_manifest_carries_task_statistics(store_target: StoreTarget) -> Non
     assert counters["committer_task_file_count"] == 2
     assert counters["committer_task_file_size"] == 5
     assert counters["task_stage_scan_directory"] == 1
+
+
+# -- the journal's states -----------------------------------------------------------------------
+
+def _saved_states(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The journal states a commit saves (``advance``), in order."""
+    from committer.job.durability import journal as journal_module
+
+    states: list[str] = []
+    save = journal_module.save_journal
+
+    def recording(store: Any, layout: Any, journal: Any) -> Any:
+        states.append(journal.state.label)
+        return save(store, layout, journal)
+
+    monkeypatch.setattr(journal_module, "save_journal", recording)
+    return states
+
+
+def test_cleaning_follows_success_at_once_when_nothing_is_kept_for_a_rollback(
+        store_target: StoreTarget, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing moved aside, no earlier _SUCCESS: 'success_written' would only be one journal
+    write more before the job directory goes."""
+    t = store_target
+    dest = t.new_dest()
+    job, committed = _commit_tasks(t, dest, {0: {"a.csv": b"a"}})
+    states = _saved_states(monkeypatch)
+    job.commit(committed)
+    assert "success_written" not in states and states[-1] == "cleaning"
+
+
+def test_success_written_is_kept_while_an_earlier_success_can_be_put_back(
+        store_target: StoreTarget, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A second job's commit keeps the first job's _SUCCESS for a rollback until 'cleaning'."""
+    t = store_target
+    dest = t.new_dest()
+    first, committed = _commit_tasks(t, dest, {0: {"a.csv": b"a"}}, job_id="job_first")
+    first.commit(committed)
+    second, committed = _commit_tasks(t, dest, {0: {"b.csv": b"b"}}, job_id="job_second")
+    states = _saved_states(monkeypatch)
+    second.commit(committed)
+    assert states.index("success_written") < states.index("cleaning")
