@@ -335,7 +335,8 @@ class AzureStore(DataLakeRenames, FlatBlobRenames):
         # one marker alone needs a plain delete to tell whether it was there
         if not listed:
             return await self._delete_key(container, key, "delete_tree")
-        for error in await self._delete_many(names):
+        delete = self._delete_each if self._tree_one_by_one(len(names)) else self._delete_many
+        for error in await delete(names):
             if error is not None:
                 raise error
         return True

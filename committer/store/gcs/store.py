@@ -229,7 +229,8 @@ class GcsStore(GcsBatches):
             return await self._delete_object(bucket, key)
         names = [(bucket, str(o["name"])) for o in items]
         names.append((bucket, key))
-        for r in await self._delete_many(names):
+        delete = self._delete_each if self._tree_one_by_one(len(names)) else self._delete_many
+        for r in await delete(names):
             if r is not None:
                 raise classify_gcs(r, path)
         return True

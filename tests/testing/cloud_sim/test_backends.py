@@ -378,3 +378,42 @@ def test_many_statuses_asked_at_once(sim: CloudSim, backend: Store) -> None:
             assert status is None
         else:
             assert isinstance(status, FileStatus) and status.size == i
+
+
+_BATCH_OP = {"blob": "blob_batch", "gcs": "gcs_batch"}
+_DELETE_OP = {"blob": "delete_blob", "gcs": "delete_object"}
+
+
+@pytest.mark.parametrize("service", ["blob", "gcs"])
+def test_a_small_flat_tree_is_deleted_one_request_each_a_large_one_in_batches(
+        service: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever the commit's size (a large one's renames delete their sources in batches), a
+    flat tree of up to ``ONE_BY_ONE`` objects (the job directory after a commit: its
+    manifests) is deleted one request each: a batch waits for its slowest part. A larger tree
+    goes in batches. Everything below the tree goes either way, nothing beside it."""
+    with start_cloud_sim(service=service, latency_ms=1.0, p99_ms=5.0, seed=11) as sim:
+        store = open_backend(f"{sim.scheme}://any", sim.storage_options)
+        try:
+            root = f"{sim.scheme}://t{uuid.uuid4().hex[:8]}"
+            store.write_bytes(f"{root}/beside", b"kept")
+            store.expect_requests(SMALL_COMMIT + 1)  # a large commit's store
+
+            def delete_tree_of(objects: int) -> tuple[int, int]:
+                names = [f"{root}/tree/d{i % 3}/f{i}" for i in range(objects)]
+                with ThreadPoolExecutor(16) as pool:
+                    list(pool.map(lambda p: store.write_bytes(p, b"x"), names))
+                sim.reset_stats()
+                assert store.delete_tree(f"{root}/tree") is True
+                by_op = sim.stats()["by_op_status"]
+                return (sum(by_op.get(_BATCH_OP[service], {}).values()),
+                        sum(by_op.get(_DELETE_OP[service], {}).values()))
+
+            batches, deletes = delete_tree_of(30)
+            assert batches == 0 and deletes >= 30
+            monkeypatch.setattr("committer.store._aio.ONE_BY_ONE", 10)
+            batches, deletes = delete_tree_of(30)
+            assert batches >= 1
+            assert [s.path for s in store.list_dir(root)] == [f"{root}/beside"]
+            assert store.read_bytes(f"{root}/beside") == b"kept"
+        finally:
+            store.close()
