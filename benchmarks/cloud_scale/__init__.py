@@ -84,6 +84,10 @@ def add_arguments(parser: argparse._ArgumentGroup) -> None:
                         help="also measure the floor (floor.py: the least sequence of dependent "
                              "requests, sent by a bare client) on the same account after the "
                              "commit; auto: for jobs of at most 50,000 files")
+    parser.add_argument("--seed", type=int, default=21,
+                        help="the simulator's seed: its latency draws are picked in the order "
+                             "requests arrive, so a commit's first requests meet the same tails "
+                             "in every run of one seed; vary it to sample where they fall")
     parser.add_argument("--json", type=Path, default=None, help="also write the result here")
 
 
@@ -130,7 +134,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     options_changes = {"service": args.service, "latency_ms": args.latency_ms,
                        "p99_ms": args.p99_ms if args.latency_ms else 0.0,
-                       "ops_limit": args.ops_limit, "seed": 21}
+                       "ops_limit": args.ops_limit, "seed": args.seed}
     with start_cloud_sim(**options_changes) as sim:
         storage = sim.trusted_options
         if args.concurrency:
@@ -178,7 +182,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "service": args.service, "files": args.files, "tasks": args.tasks,
         "partitions": args.partitions, "latency_ms": args.latency_ms, "p99_ms": args.p99_ms,
         "ops_limit": args.ops_limit, "throttle_rate": args.throttle_rate,
-        "lose_rate": args.lose_rate, "processes_setting": args.processes,
+        "lose_rate": args.lose_rate, "seed": args.seed, "processes_setting": args.processes,
         "files_committed": trial["files_committed"], **check,
         "wall_s": trial["wall_s"], "throttle_bound_s": bound,
         "engine_cpu_s": trial["engine_cpu_s"], "cpus": cpus(),
