@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from concurrent.futures import Future, wait
 from itertools import groupby
 from operator import itemgetter
@@ -101,6 +101,10 @@ class SourceIdentifier:
         self._plan: JobPlan | None = None
 
     # -- the sink ----------------------------------------------------------------------------
+
+    def directories(self, paths: Collection[str]) -> None:
+        """Nothing to do with them here (on a cloud store the transaction probes them beside
+        this sink: ``absent_directories.py``)."""
 
     def take(self, plan: JobPlan, task: TaskSummary, entries: list[RenameEntry]) -> None:
         if not task.unidentified:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Executor, Future
 from typing import Any
 
@@ -29,6 +29,7 @@ import orjson
 from committer.config import CommitterConfig
 from committer.errors import JobConflictError, StoreError
 from committer.job.durability import history, move_aside
+from committer.job.durability.absent_directories import AbsentDirectories, missing
 from committer.job.durability.identities import (
     SourceIdentifier,
     apply_recorded_identities,
@@ -44,7 +45,7 @@ from committer.job.durability.lock import DestinationLock
 from committer.job.stages.context import StageContext
 from committer.job.stages.create_directories import leaf_directories
 from committer.job.stages.move_directories import directory_candidates
-from committer.job.stages.plan import JobPlan
+from committer.job.stages.plan import EntrySink, JobPlan, RenameEntry, TaskSummary
 from committer.layout import DISPLACED_DIR, REPLACED_DIR, JobLayout, history_dir, join
 from committer.parallel import run_parallel
 from committer.store.managed import ManagedStore
@@ -125,6 +126,7 @@ class CommitTransaction:
         self._displacing = False
         self.lock: DestinationLock | None = None
         self.identifier: SourceIdentifier | None = None
+        self._probes: AbsentDirectories | None = None
 
     @property
     def state(self) -> State:
@@ -249,14 +251,21 @@ class CommitTransaction:
 
     # -- planning --------------------------------------------------------------------------
 
-    def entry_sink(self, ctx: StageContext) -> SourceIdentifier | None:
+    def entry_sink(self, ctx: StageContext) -> EntrySink | None:
         """What the load stage hands its entries to: on a first commit, the identification of
-        sources their manifests give no identity for, while the next manifests load; once
-        planned, nothing (the identities recorded then are applied by :meth:`plan`)."""
+        sources their manifests give no identity for, and the probes of the directories they
+        name, while the next manifests load; once planned, nothing (the identities recorded
+        then are applied by :meth:`plan`)."""
         if self._journal().state >= State.PLANNED:
             return None
         self.identifier = SourceIdentifier(self.store, self.meta, ctx)
-        return self.identifier
+        if not self.meta.reads_wait(self.layout.dest):
+            return self.identifier  # local disk: probed after the load, leaf by leaf
+        roots = [self.layout.dest, *self._journal().extra_roots]
+        self._probes = AbsentDirectories(self.meta, roots, ctx)
+        if self.config.history_enabled:
+            self._probes.note([history_dir(self.layout.dest)])
+        return _PlanningSink(self.identifier, self._probes)
 
     def plan(self, plan: JobPlan, ctx: StageContext) -> None:
         """Record the plan before anything moves, or check that it is still the same one."""
@@ -328,45 +337,28 @@ class CommitTransaction:
     def _absent_directories(self, plan: JobPlan, ctx: StageContext) -> list[str]:
         """Directories the commit may create, that do not exist yet: rollback removes them
         again (if empty). Where reads wait on a service, every leaf and each of its ancestors
-        below the roots is probed, each once, all at once: one round trip, where probing a
-        leaf's ancestors one after another took one per missing level (a new partition
-        ``p=1`` under a new table: two). On this machine's own disks, one probe per leaf that
-        exists, one per missing ancestor of a new one, as before."""
-        roots = [self.layout.dest, *(r.rstrip("/") for r in self._journal().extra_roots)]
+        below the roots is probed, each once, all at once, most while the manifests load
+        (``absent_directories.py``): where probing a leaf's ancestors one after another took
+        a round trip per missing level (a new partition ``p=1`` under a new table: two). On
+        this machine's own disks, one probe per leaf that exists, one per missing ancestor of
+        a new one, as before."""
         wanted = set(plan.directories) | set(plan.partitions)
         if self.config.history_enabled:
             wanted.add(history_dir(self.layout.dest))
-
-        def missing(path: str) -> bool:
-            try:
-                return not self.meta.exists(path)
-            except StoreError:
-                return True  # e.g. ENOTDIR: a file stands above it, so the directory is absent
-
-        def below_root(leaf: str) -> list[str]:
-            root = next((r for r in roots if leaf.startswith(r + "/")), None)
-            out: list[str] = []
-            path = leaf
-            while root is not None and path.startswith(root + "/"):
-                out.append(path)
-                path = path.rpartition("/")[0]
-            return out
-
-        found: set[str] = set()
+        probes = self._probes or AbsentDirectories(
+            self.meta, [self.layout.dest, *self._journal().extra_roots], ctx)
         if self.meta.reads_wait(self.layout.dest):
-            paths = sorted({p for leaf in leaf_directories(wanted) for p in below_root(leaf)})
-            run_parallel(ctx.pool, paths, missing, window=ctx.window,
-                         on_result=lambda path, gone: found.add(path) if gone else None)
-            return sorted(found)
+            return probes.result(wanted)
 
         def probe(leaf: str) -> list[str]:
             absent: list[str] = []
-            for path in below_root(leaf):
-                if not missing(path):
+            for path in probes.below_root(leaf):
+                if not missing(self.meta, path):
                     break
                 absent.append(path)
             return absent
 
+        found: set[str] = set()
         run_parallel(ctx.pool, leaf_directories(wanted), probe, window=0,
                      on_result=lambda _leaf, absent: found.update(absent))
         return sorted(found)
@@ -503,3 +495,28 @@ class CommitTransaction:
             self.journal = advance(self.meta, self.layout, j, State.CLEANED)
             return
         cleanup()
+
+
+class _PlanningSink:
+    """The load stage's sink on a first commit to a cloud store: the sources identified
+    (``SourceIdentifier``) and the directories each manifest names probed, while the next
+    manifests load."""
+
+    def __init__(self, identifier: SourceIdentifier, probes: AbsentDirectories) -> None:
+        self.identifier = identifier
+        self.probes = probes
+
+    def directories(self, paths: Collection[str]) -> None:
+        self.probes.note(paths)
+
+    def take(self, plan: JobPlan, task: TaskSummary, entries: list[RenameEntry]) -> None:
+        self.identifier.take(plan, task, entries)
+
+    def finish(self) -> None:
+        self.identifier.finish()
+
+    def abandon(self) -> None:
+        try:
+            self.identifier.abandon()
+        finally:
+            self.probes.abandon()

@@ -190,8 +190,11 @@ def load_manifests(
         if room > 0:
             plan.first_files.extend(loaded.dest_uris[:room])
         found = loaded.directories
-        for loc in found.keys() - plan.directories.keys():  # most tasks add none
+        new = found.keys() - plan.directories.keys()  # most tasks add none
+        for loc in new:
             plan.directories[loc] = found[loc]
+        if new and sink is not None:
+            sink.directories(new)
         if track_owners:
             parents: set[str] = set()
             duplicates.note(loaded.entries, parents)

@@ -13,7 +13,7 @@ import marshal
 import os
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Protocol
@@ -165,6 +165,9 @@ class EntrySink(Protocol):
     to the plan itself (``durability/identities.py``: sources identified while the remaining
     manifests load). The sink adds them to ``plan.renames`` (all of a task's at once), then or
     later, from any thread."""
+
+    def directories(self, paths: Collection[str]) -> None:
+        """Directories new to the plan, named by the manifest whose entries come next."""
 
     def take(self, plan: JobPlan, task: TaskSummary, entries: list[RenameEntry]) -> None:
         """``task``'s entries, for ``plan``."""

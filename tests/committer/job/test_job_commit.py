@@ -571,3 +571,34 @@ def test_success_written_is_kept_while_an_earlier_success_can_be_put_back(
     states = _saved_states(monkeypatch)
     second.commit(committed)
     assert states.index("success_written") < states.index("cleaning")
+
+
+def test_the_plan_records_the_directories_the_commit_creates_and_no_other(
+        store_target: StoreTarget, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rollback removes (if empty) the directories the plan found missing: each one a
+    manifest names that is not there, with its missing ancestors below the destination, and
+    the history's; never one that was there. On a cloud store they are probed while the
+    manifests load (``durability/absent_directories.py``)."""
+    from committer.job.durability import journal as journal_module
+
+    t = store_target
+    dest = t.new_dest()
+    t.mkdirs(f"{dest}/p=1")
+    job, committed = _commit_tasks(t, dest, {0: {"p=1/a.csv": b"a", "p=2/b.csv": b"b"},
+                                             1: {"p=2/q=3/c.csv": b"c", "p=4/d.csv": b"d"}})
+    planned: list[tuple[str, ...]] = []
+    save = journal_module.save_journal
+
+    def recording(store: Any, layout: Any, journal: Any) -> Any:
+        if journal.state.label == "planned":
+            planned.append(journal.new_directories)
+        return save(store, layout, journal)
+
+    monkeypatch.setattr(journal_module, "save_journal", recording)
+    job.commit(committed)
+    expected = {f"{dest}/p=2", f"{dest}/p=2/q=3", f"{dest}/p=4"}
+    if job.config.history_enabled:
+        expected |= {f"{dest}/_manifest_committer", f"{dest}/_manifest_committer/history"}
+    assert [set(p) for p in planned] == [expected]
+    assert t.visible_files(dest) == {"p=1/a.csv": b"a", "p=2/b.csv": b"b",
+                                     "p=2/q=3/c.csv": b"c", "p=4/d.csv": b"d"}
