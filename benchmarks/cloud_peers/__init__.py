@@ -42,6 +42,7 @@ import argparse
 import importlib
 import json
 import os
+import re
 import tempfile
 import time
 import traceback
@@ -315,9 +316,15 @@ def _stage_list(stages: Any) -> list[tuple[str, float, float]]:
 
 
 def _last_line(text: str, limit: int = 300) -> str:
-    """The line of an error that says what went wrong (a child's traceback ends with it)."""
+    """The line of an error that says what went wrong: the last that names an exception (a
+    child's traceback ends with it, unless the text kept of it was cut short, as an obstore
+    error's debug dump is), else the last line."""
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    return (lines[-1] if lines else text)[:limit]
+    named = [line for line in lines if _EXCEPTION_LINE.match(line)]
+    return (named[-1] if named else lines[-1] if lines else text)[:limit]
+
+
+_EXCEPTION_LINE = re.compile(r"[\w.]*(Error|Exception|Exit|Interrupt)\b[^ ]*:")
 
 
 def report(result: dict[str, Any]) -> str:

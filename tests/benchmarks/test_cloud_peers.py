@@ -73,3 +73,15 @@ def test_the_hadoop_rows_are_given_the_service(tmp_path: Path,
     result = cloud_peers.run(_args(tmp_path, "gcs", "hadoop-defaults,hadoop-tuned"))
     assert seen == [{"service": "gcs", "tuned": False}, {"service": "gcs", "tuned": True}]
     assert "copy then a delete" in result["rows"]["hadoop-tuned"]["how"]
+
+
+def test_a_failed_row_is_reported_by_the_line_naming_its_exception() -> None:
+    """A child's traceback whose text was cut inside a client's debug dump: the report names
+    the exception's line, not the fragment the text ends with."""
+    error = ("RuntimeError: clients.py failed (1):\nTraceback (most recent call last):\n"
+             '  File "clients.py", line 101, in delete\n'
+             "obstore.exceptions.GenericError: Generic MicrosoftAzure error: 503 ServerBusy\n"
+             "Debug source:\nGeneric {\n    retries: 10,\n    m")
+    assert cloud_peers._last_line(error).startswith("obstore.exceptions.GenericError: ")
+    assert cloud_peers._last_line("Traceback:\n  x\nValueError: no") == "ValueError: no"
+    assert cloud_peers._last_line("one line") == "one line"
