@@ -12,6 +12,9 @@ import pytest
 from committer.store.http import hedge
 from committer.store.http.hedge import (
     BURST,
+    EARLY_MEDIAN_SAMPLES,
+    EARLY_MEDIANS,
+    EARLY_S,
     MIN_SAMPLES,
     SHARE,
     Hedger,
@@ -171,6 +174,25 @@ def test_the_delay_is_learnt_as_the_recent_95th_percentile() -> None:
     assert hedger.delay is None
     asyncio.run(main())
     assert hedger.delay is not None and 0.085 <= hedger.delay <= 0.12
+
+
+def test_before_the_estimate_a_slow_request_is_raced_after_the_early_delay() -> None:
+    """A commit's first steps end before the percentile can be known: a request slower than
+    a tenth of a second is raced then too (a batch is not); a service whose first answers are
+    slow is given as many medians of them."""
+    limit = AdaptiveLimit(100)
+    hedger = Hedger(limit)
+    assert hedger.delay is None
+    assert hedger.delay_for(1) == EARLY_S and hedger.delay_for(100) is None
+    service = _Service([5.0, 0.01])
+    response = asyncio.run(asyncio.wait_for(
+        hedger.request(service.send(), _never_refused), 2.0))
+    assert response.header("x-request") == "1"
+    assert (hedger.hedged, hedger.won) == (1, 1) and limit.in_flight == 0
+    slow = Hedger(limit)
+    for _ in range(EARLY_MEDIAN_SAMPLES):
+        slow._observe(0.2)
+    assert slow.delay is None and slow.delay_for(1) == pytest.approx(EARLY_MEDIANS * 0.2)
 
 
 def test_a_batch_waits_as_long_as_its_slowest_part_would_and_teaches_nothing() -> None:
