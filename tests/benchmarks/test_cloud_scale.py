@@ -17,7 +17,7 @@ def _args(tmp_path: Path, service: str, **changes: float) -> argparse.Namespace:
     values = {"service": service, "files": 600, "tasks": 12, "partitions": 5,
               "latency_ms": 2.0, "p99_ms": 20.0, "ops_limit": 0.0, "throttle_rate": 0.0,
               "lose_rate": 0.0, "processes": 1, "concurrency": None, "rate_limit": 0,
-              "spark_defaults": False, "json": tmp_path / f"{service}.json"}
+              "spark_defaults": False, "seed": 21, "json": tmp_path / f"{service}.json"}
     values.update(changes)
     return argparse.Namespace(**values)
 

@@ -42,7 +42,7 @@ def test_the_suite_measures_the_floor_beside_the_commit(tmp_path: Path) -> None:
     args = argparse.Namespace(
         service="adls", files=200, tasks=4, partitions=5, latency_ms=2.0, p99_ms=20.0,
         ops_limit=0.0, throttle_rate=0.0, lose_rate=0.0, processes=1, concurrency=None,
-        rate_limit=0, spark_defaults=False, floor="yes", json=None)
+        rate_limit=0, spark_defaults=False, floor="yes", seed=21, json=None)
     result = cloud_scale.run(args)
     assert result["destination_exact"] and result["floor"]["files"] == 200
     assert result["floor_s"] == result["floor"]["wall_s"] > 0
