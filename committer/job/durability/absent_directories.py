@@ -32,6 +32,18 @@ def missing(meta: ManagedStore, path: str) -> bool:
         return True
 
 
+def below_root(roots: Sequence[str], directory: str) -> list[str]:
+    """``directory`` and its ancestors below the first of ``roots`` (no trailing ``/``) it is
+    under (none: not under a root, nothing the commit creates)."""
+    leaf = directory.rstrip("/")
+    root = next((r for r in roots if leaf.startswith(r + "/")), None)
+    out: list[str] = []
+    while root is not None and leaf.startswith(root + "/"):
+        out.append(leaf)
+        leaf = leaf.rpartition("/")[0]
+    return out
+
+
 class AbsentDirectories:
     """Probes directories as they are noted (``note``), each once; ``result`` probes what is
     left of the plan's and returns every absent one."""
@@ -45,22 +57,11 @@ class AbsentDirectories:
         self._running: list[Future[list[str]]] = []
         self._absent: set[str] = set()
 
-    def below_root(self, directory: str) -> list[str]:
-        """``directory`` and its ancestors below the first root it is under (none: not under
-        a root, nothing the commit creates)."""
-        leaf = directory.rstrip("/")
-        root = next((r for r in self.roots if leaf.startswith(r + "/")), None)
-        out: list[str] = []
-        while root is not None and leaf.startswith(root + "/"):
-            out.append(leaf)
-            leaf = leaf.rpartition("/")[0]
-        return out
-
     def note(self, directories: Iterable[str]) -> None:
         """Directories the plan gained: probed now, unless ``PROBES_AT_ONCE`` calls already
         run (then with the next call, or at ``result``)."""
         for directory in directories:
-            for path in self.below_root(directory):
+            for path in below_root(self.roots, directory):
                 if path not in self._probed:
                     self._probed.add(path)
                     self._pending.append(path)

@@ -29,7 +29,11 @@ import orjson
 from committer.config import CommitterConfig
 from committer.errors import JobConflictError, StoreError
 from committer.job.durability import history, move_aside
-from committer.job.durability.absent_directories import AbsentDirectories, missing
+from committer.job.durability.absent_directories import (
+    AbsentDirectories,
+    below_root,
+    missing,
+)
 from committer.job.durability.identities import (
     SourceIdentifier,
     apply_recorded_identities,
@@ -345,14 +349,14 @@ class CommitTransaction:
         wanted = set(plan.directories) | set(plan.partitions)
         if self.config.history_enabled:
             wanted.add(history_dir(self.layout.dest))
-        probes = self._probes or AbsentDirectories(
-            self.meta, [self.layout.dest, *self._journal().extra_roots], ctx)
+        roots = [r.rstrip("/") for r in (self.layout.dest, *self._journal().extra_roots)]
         if self.meta.reads_wait(self.layout.dest):
+            probes = self._probes or AbsentDirectories(self.meta, roots, ctx)
             return probes.result(wanted)
 
         def probe(leaf: str) -> list[str]:
             absent: list[str] = []
-            for path in probes.below_root(leaf):
+            for path in below_root(roots, leaf):
                 if not missing(self.meta, path):
                     break
                 absent.append(path)
