@@ -348,11 +348,12 @@ class JobCommitter:
         # turned into a failed job (the output would be there, but Spark would call it failed).
         t0 = time.perf_counter()
         marker: Future[bool] | None = None
+        if not self.config.cleanup_skipped:
+            # the job marker goes while 'cleaning' is saved: the output is committed, and
+            # from here no task attempt still running may set up or commit
+            marker = ctx.pool.submit(self.store.delete_file, self.layout.job_marker)
+        txn.committed()  # not a failure to tidy up: the commit's own last save
         try:
-            if not self.config.cleanup_skipped:
-                # the job marker goes while 'cleaning' is saved: the output is committed, and
-                # from here no task attempt still running may set up or commit
-                marker = ctx.pool.submit(self.store.delete_file, self.layout.job_marker)
             txn.finish(lambda: cleanup_job(ctx, committed=True, marker_deleted=marker))
         except ManifestCommitterError:
             LOG.exception("job %s committed, but its directory %s could not be removed",

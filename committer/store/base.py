@@ -289,10 +289,13 @@ class Store(ABC):
             return False
         return True
 
-    def stat_many(self, paths: Sequence[str]) -> list[FileStatus | StoreError | None]:
+    def stat_many(self, paths: Sequence[str], directories: bool = False
+                  ) -> list[FileStatus | StoreError | None]:
         """The status of each of ``paths``, in order: ``None`` where nothing is there, the
         error where the call failed (each path on its own). Default: ``stat`` one by one;
-        a backend whose calls wait on a request loop asks for them all at once."""
+        a backend whose calls wait on a request loop asks for them all at once.
+        ``directories``: the paths are expected to be directories (a flat object store asks
+        what is below each beside its object, one round trip where it would take two)."""
         from committer.errors import PathNotFoundError
 
         out: list[FileStatus | StoreError | None] = []
@@ -346,6 +349,12 @@ class Store(ABC):
         million (``http/limiter.py``, ``AdaptiveLimit.expect``), and races the latency tail of
         a small commit (``http/hedge.py``). Nothing elsewhere."""
         del requests  # nothing to prepare
+
+    def tail_begins(self) -> None:
+        """The commit's last renames are being sent (``TAIL_RACED``, after
+        ``expect_requests``): a backend that races a small commit's latency tail races
+        these too, since the stage ends with their slowest. Nothing elsewhere."""
+        return
 
     def fanout_options(self) -> Mapping[str, Any] | None:
         """Storage options a worker process adds to open this store as it is here (what this

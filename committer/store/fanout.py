@@ -113,6 +113,17 @@ class _ProcessLane:
                                         daemon=True)
         self._reader.start()
 
+    def tail_begins(self) -> None:
+        """Tell the worker that the commit's last renames are being sent (its backend's
+        ``tail_begins``); a worker already gone is not told."""
+        with self._lock:
+            if not self.alive:
+                return
+            try:
+                write_frame(self._in, ("tail",))
+            except OSError:
+                self.alive = False
+
     def submit(self, entries: Entries) -> Future[Tally]:
         future: Future[Tally] = Future()
         with self._lock:
@@ -202,6 +213,7 @@ class FanOut:
         self._lock = threading.Lock()
         self._stopped = threading.Event()
         self.started = 0  # worker processes started (statistics)
+        self._tail = False  # the commit's last renames are being sent
         self._monitor = threading.Thread(target=self._watch, name="committer-fanout",
                                          daemon=True)
         self._monitor.start()
@@ -225,6 +237,15 @@ class FanOut:
         finally:
             with self._lock:
                 self._local_pending -= len(entries)
+
+    def tail_begins(self) -> None:
+        """The commit's last renames are being sent: every worker's backend races their
+        tail, as the committing process's does (a worker started later is told at start)."""
+        with self._lock:
+            self._tail = True
+            lanes = list(self.lanes)
+        for lane in lanes:
+            lane.tail_begins()
 
     def _in_worker(self, lane: _ProcessLane, entries: Entries) -> bool:
         """Rename ``entries`` in ``lane``'s process: ``True`` when done there, ``False`` when
@@ -275,6 +296,9 @@ class FanOut:
         with self._lock:
             self.lanes.append(lane)
             self.started += 1
+            tail = self._tail
+        if tail:
+            lane.tail_begins()
         LOG.info("request loop saturated: worker process %d started for the renames",
                  lane.process.pid)
 

@@ -4,7 +4,8 @@ Started by ``fanout.py``, spoken to over its standard input and output in length
 pickled frames (nothing else may write to its standard output, so ``print`` goes to standard
 error): ``("open", location, config)`` opens the store, ``("batch", id, entries)`` renames
 through a ``ManagedStore`` of this process and answers ``("done", id, tally)`` or
-``("failed", id, error, tally)``, ``("stop",)`` ends it once every batch is answered; the end
+``("failed", id, error, tally)``, ``("tail",)`` says the commit's last renames are being
+sent (the backend's ``tail_begins``), ``("stop",)`` ends it once every batch is answered; the end
 of its input without ``stop`` (the committing process died) ends it at once. Batches
 run on ``io_threads`` threads, so that this process's request loop has many in flight, as the
 committing process's has.
@@ -68,6 +69,9 @@ def main() -> int:
                 os._exit(3)
             if message[0] == "stop":
                 break
+            if message[0] == "tail":  # the commit's last renames: race their tail
+                backend.tail_begins()
+                continue
             pool.submit(rename, message[1], message[2])
     backend.close()
     out.close()

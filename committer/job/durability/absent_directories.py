@@ -96,7 +96,7 @@ class AbsentDirectories:
         if not paths:
             return []
         try:
-            found = self.meta.stat_many(paths)
+            found = self.meta.stat_many(paths, directories=True)
         except StoreError:  # one path's error: each asked alone, as ``missing`` judges it
             return [p for p in paths if missing(self.meta, p)]
         return [p for p, status in zip(paths, found, strict=True) if status is None]

@@ -8,6 +8,7 @@
     move_partitions_aside()   dynamic overwrite: replaced partitions renamed into the job dir
     renaming() / renamed()    journal state around the rename stage (nothing per file)
     save_success()   old _SUCCESS moved aside, new one written, history recorded
+    committed()      the journal's last save of the commit proper landed (its failure fails it)
     finish()         point of no return: moved-aside data deleted, then the job directory
 
 A commit that finds a journal of its own job attempt continues from the journal's state, so
@@ -483,9 +484,19 @@ class CommitTransaction:
         # journal write fewer before the job directory goes
         final = not (kept_previous or j.moved_aside or self._displacing
                      or self.config.cleanup_skipped)
-        self.journal = advance(self.meta, self.layout, self._journal(),
-                               State.CLEANING if final else State.SUCCESS_WRITTEN)
+        if final and pool is not None:
+            # saved while the job marker is deleted (the caller's); ``committed`` waits for it
+            self._saving = pool.submit(advance, self.meta, self.layout, self._journal(),
+                                       State.CLEANING)
+        else:
+            self.journal = advance(self.meta, self.layout, self._journal(),
+                                   State.CLEANING if final else State.SUCCESS_WRITTEN)
         return summary
+
+    def committed(self) -> None:
+        """Wait for the journal's last save of the commit proper (``success_written``, or
+        ``cleaning`` when that is what makes it final): its failure fails the commit."""
+        self._saved()
 
     def finish(self, cleanup: Callable[[], Any]) -> None:
         """The point of no return: delete what was moved aside, then the job directory."""

@@ -168,9 +168,9 @@ class FlatBlobRenames(AzureAccount):
         response = await self._send(
             "delete_file", "POST", blobs[0][0], query=(("restype", "container"), ("comp", "batch")),
             headers={"content-type": f"multipart/mixed; boundary={boundary}"}, body=body,
-            # deletes only: sending it twice deletes nothing more, so a small commit's slow
-            # one is raced
-            idempotent=True, hedge=self._race_tail, parts=len(blobs))
+            # deletes only: sending it twice deletes nothing more, so a slow one is raced
+            # where the renames are
+            idempotent=True, hedge=self._races, parts=len(blobs))
         if response.status != 202:
             raise azure_error(response, "(batch of deletes)", "batch")
         out, throttled = delete_results(response, [self._url(*b) for b in blobs])

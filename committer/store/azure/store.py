@@ -94,7 +94,7 @@ class AzureStore(DataLakeRenames, FlatBlobRenames):
             if not marker:
                 return iter(pages)
 
-    async def _stat(self, path: str) -> FileStatus:
+    async def _stat(self, path: str, directory: bool = False) -> FileStatus:
         container, key = self._split(path)
         if not key:
             response = await self._send("stat", "GET", container, query=(("restype",
@@ -102,6 +102,21 @@ class AzureStore(DataLakeRenames, FlatBlobRenames):
             if response.status != 200:
                 raise azure_error(response, path)
             return FileStatus(self._url(container, ""), 0, True)
+        if directory and self._hierarchical is False:
+            # a flat account's directory is seldom a blob: what is below it is asked at once
+            found, page = await asyncio.gather(
+                self._properties(container, key),
+                self._list_page(container, key + "/", False, "", "stat", page_size=1),
+                return_exceptions=True)
+            if isinstance(found, BaseException):
+                raise found
+            if found is not None:
+                return self._from_headers(container, key, found)
+            if isinstance(page, BaseException):
+                raise page
+            if blobs(page):
+                return FileStatus(self._url(container, key), 0, True)
+            raise PathNotFoundError(f"not found: {path}", path)
         found = await self._properties(container, key)
         if found is not None:
             return self._from_headers(container, key, found)

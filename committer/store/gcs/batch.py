@@ -173,15 +173,15 @@ class GcsBatches(GcsRenames):
             absent = await self._absent_destinations(pairs)
 
         async def rewrite(i: int) -> None:
-            # a small commit's raced in its tail (``expect_requests``)
-            sources[i] = await self._rewrite(pairs[i], False, absent, hedge=self._race_tail)
+            # raced in its tail where the renames are (``expect_requests``, ``tail_begins``)
+            sources[i] = await self._rewrite(pairs[i], False, absent, hedge=self._races)
 
         async def rename_one(i: int) -> None:
             # The smallest commits (``ONE_BY_ONE``): the source deleted as soon as its
             # rewrite is done, where a batch would wait for its slowest rewrite and then for its
             # slowest delete. What that costs (requests a file, not a hundred files) only a
             # small commit spends.
-            source = await self._rewrite(pairs[i], False, absent, hedge=self._race_tail)
+            source = await self._rewrite(pairs[i], False, absent, hedge=self._races)
             if source is not None:
                 [error] = await self._delete_sources([source], self._delete_each)
                 if error is not None:
@@ -298,7 +298,7 @@ class GcsBatches(GcsRenames):
         # deletes only: sending the batch twice deletes nothing more
         answers = await self._batch_call("delete_file", calls,
                                          [self._url(*o) for o in objects], idempotent=True,
-                                         hedge=self._race_tail)  # a small commit's
+                                         hedge=self._races)
         out: list[BaseException | None] = []
         for answer in answers:
             if isinstance(answer, BaseException):

@@ -61,16 +61,28 @@ class GcsStore(GcsBatches):
 
     # -- reading -------------------------------------------------------------------------------
 
-    async def _stat(self, path: str) -> FileStatus:
+    async def _stat(self, path: str, directory: bool = False) -> FileStatus:
         bucket, key = self._split(path)
         if not key:
             await self._json("stat", "GET", f"{self._api}/b/{quote_name(bucket)}")
             return FileStatus(self._url(bucket, ""), 0, True)
-        obj = await self._get_object(bucket, key)
+        listing = f"{self._api}/b/{quote_name(bucket)}/o"
+        below = {"prefix": key + "/", "maxResults": "1"}
+        page: dict[str, Any] | BaseException | None = None
+        if directory:  # a directory is seldom an object: what is below it is asked at once
+            obj, page = await asyncio.gather(self._get_object(bucket, key),
+                                             self._json("stat", "GET", listing, params=below),
+                                             return_exceptions=True)
+            if isinstance(obj, BaseException):
+                raise obj
+        else:
+            obj = await self._get_object(bucket, key)
         if obj is not None:
             return self._status(bucket, obj)
-        page = await self._json("stat", "GET", f"{self._api}/b/{quote_name(bucket)}/o",
-                                params={"prefix": key + "/", "maxResults": "1"})
+        if isinstance(page, BaseException):
+            raise page
+        if page is None:
+            page = await self._json("stat", "GET", listing, params=below)
         if page.get("items") or page.get("prefixes"):
             return FileStatus(self._url(bucket, key), 0, True)
         raise PathNotFoundError(f"not found: {path}", path)

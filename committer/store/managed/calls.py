@@ -6,6 +6,7 @@ after a transient failure, so the local fast path pays nothing for resilience it
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
@@ -52,6 +53,10 @@ class PacedCalls:
             limiter = RateLimiter(self.rate_limit)
         self.limiter = limiter
         self._fanout: FanOut | None = None
+        #: renames still to be handed to ``rename_batch`` before the commit's tail
+        #: (``expect_requests``; ``None``: not counting)
+        self._before_tail: int | None = None
+        self._tail_lock = threading.Lock()
 
     @property
     def rate_limit(self) -> int:
@@ -182,15 +187,17 @@ class PacedCalls:
     def exists(self, path: str) -> bool:
         return self.stat_or_none(path) is not None
 
-    def stat_many(self, paths: Sequence[str]) -> list[FileStatus | None]:
+    def stat_many(self, paths: Sequence[str], directories: bool = False
+                  ) -> list[FileStatus | None]:
         """The status of each of ``paths`` (``None`` where nothing is there), asked at once
         where the backend can (a cloud store's request loop); a path whose call failed
-        transiently is asked again alone, with the retries of any other call."""
+        transiently is asked again alone, with the retries of any other call.
+        ``directories``: as ``Store.stat_many``."""
         if not paths:
             return []
         self._pace_many(len(paths))
         t0 = time.perf_counter()
-        found = self.backend.stat_many(paths)
+        found = self.backend.stat_many(paths, directories)
         tally = Tally()
         tally.timed_many(st.OP_GET_FILE_STATUS, len(paths), time.perf_counter() - t0)
         self.stats.merge(tally)

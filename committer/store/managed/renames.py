@@ -28,6 +28,11 @@ from committer.statistics import Tally
 from committer.store.base import FileStatus
 from committer.store.managed.calls import PacedCalls, _asked_wait
 
+#: a commit's last renames, raced in their tail whatever its size: about the last two seconds
+#: at the default rate cap, one at an account's rate. A stage ends with its slowest request;
+#: a request that draws a second from the far tail is one in tens of thousands.
+TAIL_RACED = 20_000
+
 
 def _parent(path: str) -> str:
     return path.rstrip("/").rsplit("/", 1)[0]
@@ -101,10 +106,26 @@ class RecoveringRenames(PacedCalls):
         and each failure takes the same recovery path as in ``rename_file``. Under a rate
         limit a sequential backend is paced per file; a concurrent one per batch."""
         fan = self._fanout
+        if self._reaches_tail(len(entries)):
+            self.backend.tail_begins()
+            if fan is not None:
+                fan.tail_begins()
         if fan is not None:
             fan.rename_batch(entries)
             return
         self._rename_batch_here(entries)
+
+    def _reaches_tail(self, renames: int) -> bool:
+        """Count ``renames`` handed in; true once, for the batch that reaches the commit's
+        last ``TAIL_RACED`` (a commit of more than ``SMALL_COMMIT`` races only those)."""
+        with self._tail_lock:
+            if self._before_tail is None:
+                return False
+            self._before_tail -= renames
+            if self._before_tail > TAIL_RACED:
+                return False
+            self._before_tail = None
+            return True
 
     def _rename_batch_here(self, entries: Sequence[tuple[str, str, int | None, str | None]],
                            paced: bool = False) -> None:

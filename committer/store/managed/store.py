@@ -176,6 +176,8 @@ class ManagedStore(RecoveringRenames):
 
     def expect_requests(self, requests: int) -> None:
         self.backend.expect_requests(requests)
+        with self._tail_lock:
+            self._before_tail = requests
 
     def read_bytes(self, path: str, limit: int | None = None) -> bytes:
         return self.call(st.OP_READ_FILE, lambda: self.backend.read_bytes(path, limit))

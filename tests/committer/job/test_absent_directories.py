@@ -24,7 +24,9 @@ class _Meta:
         self.lock = threading.Lock()
         self.asked = threading.Event()
 
-    def stat_many(self, paths: Sequence[str]) -> list[FileStatus | None]:
+    def stat_many(self, paths: Sequence[str], directories: bool = False
+                  ) -> list[FileStatus | None]:
+        assert directories  # asked as directories: a flat store asks below each at once
         with self.lock:
             self.calls.append(list(paths))
         self.asked.set()

@@ -560,6 +560,61 @@ def test_cleaning_follows_success_at_once_when_nothing_is_kept_for_a_rollback(
     assert "success_written" not in states and states[-1] == "cleaning"
 
 
+def test_the_job_marker_goes_while_the_final_cleaning_is_saved(
+        store_target: StoreTarget, monkeypatch: pytest.MonkeyPatch) -> None:
+    """When 'cleaning' is the commit's last journal write, the job marker's delete is not
+    held back behind it (one round trip fewer at the end of a commit)."""
+    import time
+
+    from committer.job.durability import journal as journal_module
+
+    t = store_target
+    dest = t.new_dest()
+    job, committed = _commit_tasks(t, dest, {0: {"a.csv": b"a"}})
+    marker = JobLayout(dest, JOB_ID).job_marker
+    gone_while_saving: list[bool] = []
+    save = journal_module.save_journal
+
+    def waiting(store: Any, layout: Any, journal: Any) -> Any:
+        if journal.state.label == "cleaning":  # held until the marker is gone, at most 10 s
+            deadline = time.monotonic() + 10
+            while t.exists(marker) and time.monotonic() < deadline:
+                time.sleep(0.01)
+            gone_while_saving.append(not t.exists(marker))
+        return save(store, layout, journal)
+
+    monkeypatch.setattr(journal_module, "save_journal", waiting)
+    job.commit(committed)
+    assert gone_while_saving == [True]
+    assert t.visible_files(dest) == {"a.csv": b"a"}
+
+
+def test_a_final_cleaning_that_cannot_be_saved_fails_the_commit_and_rolls_back(
+        store_target: StoreTarget, monkeypatch: pytest.MonkeyPatch) -> None:
+    """'cleaning' is what makes such a commit final: until it has landed the commit is not
+    reported done, and a failure to save it fails the commit, which the abort rolls back."""
+    from committer.errors import StoreError
+    from committer.job.durability import journal as journal_module
+
+    t = store_target
+    dest = t.new_dest()
+    job, committed = _commit_tasks(t, dest, {0: {"a.csv": b"a"}})
+    save = journal_module.save_journal
+
+    def refusing(store: Any, layout: Any, journal: Any) -> Any:
+        if journal.state.label == "cleaning":
+            raise StoreError("injected: the journal cannot be written", "journal")
+        return save(store, layout, journal)
+
+    monkeypatch.setattr(journal_module, "save_journal", refusing)
+    with pytest.raises(CommitFailedError, match="journal cannot be written"):
+        job.commit(committed)
+    monkeypatch.setattr(journal_module, "save_journal", save)
+    job.abort()
+    assert t.visible_files(dest) == {}
+    assert not t.exists(f"{dest}/_SUCCESS")
+
+
 def test_success_written_is_kept_while_an_earlier_success_can_be_put_back(
         store_target: StoreTarget, monkeypatch: pytest.MonkeyPatch) -> None:
     """A second job's commit keeps the first job's _SUCCESS for a rollback until 'cleaning'."""

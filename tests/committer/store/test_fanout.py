@@ -156,3 +156,42 @@ def test_a_worker_dies_with_the_committing_process(account: AdlsStub) -> None:
         store.close()
         if lane.process.poll() is None:
             lane.process.kill()
+
+
+def test_a_worker_told_the_tail_begins_races_its_renames_tail() -> None:
+    """A large commit races only its last renames (``tail_begins``): a worker process is told
+    so by a frame of its own, and from then on a slow rename gets a copy (a worker never
+    learns the commit's size: before the frame it races none)."""
+    from committer.testing.cloud_sim import start_cloud_sim
+
+    with start_cloud_sim(service="adls", latency_ms=20, p99_ms=200, seed=5) as sim:
+        location = "abfs://c"
+        config = CommitterConfig(storage_options=sim.storage_options, io_rate_limit=0)
+        store = open_store(location, config)
+        try:
+            store.mkdirs(f"{location}/out")
+            sources = [f"{location}/in/f{i}" for i in range(400)]
+            with ThreadPoolExecutor(64) as pool:
+                list(pool.map(lambda src: store.write_bytes(src, b"x"), sources))
+            entries: list[Entry] = [
+                (src, f"{location}/out/f{i}", 1, store.identity(found))
+                for i, (src, found) in enumerate(zip(sources, store.stat_many(sources),
+                                                     strict=True)) if found is not None]
+            assert len(entries) == len(sources)
+            lane = fanout._ProcessLane(location, config)
+            try:
+                sent = []
+                for batch, tail in ((entries[:200], False), (entries[200:], True)):
+                    if tail:
+                        lane.tail_begins()
+                    sim.reset_stats()
+                    lane.submit(batch).result(timeout=120)
+                    sent.append(sum(sim.stats()["by_op_status"]["dfs_rename"].values()))
+            finally:
+                lane.stop()
+            assert sent[0] == 200  # no race before the tail
+            assert sent[1] > 200  # about one in twenty past the early delay: raced
+            assert sorted(s.path for s in store.walk_files(f"{location}/out")) == sorted(
+                e[1] for e in entries)
+        finally:
+            store.close()

@@ -384,11 +384,11 @@ class _StatsAtOnce(_LosingBatches):
         self.asked_alone += 1
         return super().stat(path)
 
-    def stat_many(self, paths):  # type: ignore[no-untyped-def]
+    def stat_many(self, paths, directories=False):  # type: ignore[no-untyped-def]
         self.asked_at_once.append(len(paths))
         alone = self.asked_alone
         try:
-            return super().stat_many(paths)
+            return super().stat_many(paths, directories)
         finally:
             self.asked_alone = alone
 
@@ -554,3 +554,26 @@ def test_waits_on_the_cap_and_throttling_backoff_are_recorded_for_renames(
     assert means["op_rename_rate_limited.mean"].sum >= 300  # 10 permits at 20/s: ~0.5 s
     assert means["op_rename_throttle_backoff.mean"].sum >= 100  # the Retry-After asked
     assert store.rate_limit_held_s() >= 0.3
+
+
+def test_the_backend_is_told_once_when_the_commits_last_renames_are_handed_in(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large commit races only its last ``TAIL_RACED`` renames: the batch that reaches
+    them tells the backend (``tail_begins``) before it is sent, and no batch again."""
+    monkeypatch.setattr("committer.store.managed.renames.TAIL_RACED", 30)
+    backend = LocalStore()
+    told: list[int] = []  # renames done when the backend was told
+    monkeypatch.setattr(backend, "tail_begins",
+                        lambda: told.append(len(list((tmp_path / "out").iterdir()))))
+    store = ManagedStore(backend, fast_config())
+    (tmp_path / "in").mkdir()
+    (tmp_path / "out").mkdir()
+    entries = []
+    for i in range(100):
+        (tmp_path / "in" / f"f{i}").write_bytes(b"x")
+        entries.append((str(tmp_path / "in" / f"f{i}"), str(tmp_path / "out" / f"f{i}"),
+                        1, None))
+    store.expect_requests(len(entries))
+    for k in range(0, 100, 20):
+        store.rename_batch(entries[k:k + 20])
+    assert told == [60]  # before the fourth batch: 20 renames left after it, of 30 raced
