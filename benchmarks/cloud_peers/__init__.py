@@ -21,7 +21,8 @@ Rows (``--rows``, all by default):
   thread pool of single ``mv`` calls (``--fsspec-forms``; ``bulk`` by default, the faster);
 - ``obstore``: copy + delete with obstore, every copy gathered under a semaphore, then the
   deletes (Blob Batch on Azure; on GCS one delete a file, the XML API's, which the simulator
-  serves for it).
+  serves for it); with obstore's own retries, or ``--obstore-retries N`` (its defaults gave up
+  on a throttled Blob Batch at a million files).
 
 Every simulator row starts from the same account: the simulator is reset (``POST /reset``), the
 job is put into it again (``cloud_scale/job.py``: manifests and content-less sources), its
@@ -83,6 +84,9 @@ def add_arguments(parser: argparse._ArgumentGroup) -> None:
                         help="threads of the fsspec pool form")
     parser.add_argument("--obstore-concurrency", type=int, default=256,
                         help="obstore requests in flight at most (its semaphore)")
+    parser.add_argument("--obstore-retries", type=int, default=None,
+                        help="obstore's RetryConfig max_retries, with a 10-minute "
+                             "retry_timeout (default: obstore's own)")
     parser.add_argument("--json", type=Path, default=None, help="also write the result here")
 
 
@@ -170,7 +174,7 @@ def _sim_row(sim: Any, args: argparse.Namespace, tasks: int, row: str) -> dict[s
         params = {"client": client, "form": form or "gather", "service": args.service,
                   "storage_options": storage, "pairs": pairs,
                   "concurrency": args.obstore_concurrency if client == "obstore"
-                  else args.pool_threads}
+                  else args.pool_threads, "retries": args.obstore_retries}
         answer = _child("cloud_peers/clients.py", params)
         out = {"wall_s": answer["wall_s"], "cpu_s": answer["cpu_s"],
                "peak_rss_mb": answer["peak_rss_mb"], "how": _how(row, args)}
@@ -189,8 +193,10 @@ def _how(row: str, args: argparse.Namespace) -> str:
         return f"{lib}: {args.pool_threads} threads of fs.mv(source, destination)"
     deletes = ("delete_async per file" if args.service == "gcs"
                else "delete_async of 256-name lists (Blob Batch)")
+    retries = ("its own retries" if args.obstore_retries is None
+               else f"max_retries {args.obstore_retries}, retry_timeout 10 min")
     return (f"obstore: copy_async gathered under a semaphore of {args.obstore_concurrency}, "
-            f"then {deletes}")
+            f"then {deletes}; {retries}")
 
 
 def _hadoop_row(args: argparse.Namespace, tasks: int, tuned: bool) -> dict[str, Any]:

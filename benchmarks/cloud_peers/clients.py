@@ -27,11 +27,12 @@ import resource
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from obstore.store import ClientConfig  # a type only: obstore exports it for checkers
+    from obstore.store import ClientConfig, RetryConfig  # types only, for checkers
 
 BUCKET = "data"
 _AZURE_BATCH = 256  # the most sub-requests a Blob Batch request carries
@@ -76,14 +77,17 @@ def _obstore(params: dict[str, Any]) -> Any:
 
     options = params["storage_options"]
     client: ClientConfig = {"allow_http": True}  # the simulator speaks plain HTTP
+    retry: RetryConfig = {}
+    if params.get("retries") is not None:
+        retry = {"max_retries": int(params["retries"]), "retry_timeout": timedelta(minutes=10)}
     if params["service"] == "gcs":
         # a static token: with skip_signature obstore still asks the metadata server for
         # one before a delete; the simulator checks none
         return GCSStore(BUCKET, base_url=options["endpoint_url"], bearer_token="sim",
-                        client_options=client)
+                        client_options=client, retry_config=retry or None)
     endpoint = options["connection_string"].split("BlobEndpoint=", 1)[1].split(";", 1)[0]
     return AzureStore(BUCKET, account_name=AZURITE_ACCOUNT, account_key=AZURITE_KEY,
-                      endpoint=endpoint, client_options=client)
+                      endpoint=endpoint, client_options=client, retry_config=retry or None)
 
 
 async def run_obstore(params: dict[str, Any], pairs: list[list[str]]) -> None:

@@ -19,7 +19,8 @@ def _args(tmp_path: Path, service: str, rows: str) -> argparse.Namespace:
     return argparse.Namespace(
         service=service, files=200, tasks=4, partitions=7, latency_ms=1.0, p99_ms=10.0,
         ops_limit=0.0, rows=rows, fsspec_forms="bulk", pool_threads=8,
-        obstore_concurrency=32, json=tmp_path / "peers.json", out=tmp_path)
+        obstore_concurrency=32, obstore_retries=None, json=tmp_path / "peers.json",
+        out=tmp_path)
 
 
 def test_the_engine_and_the_python_clients_each_leave_the_destination_exact(
@@ -47,6 +48,16 @@ def test_the_engine_and_the_python_clients_each_leave_the_destination_exact(
     assert "fsspec-bulk" in text and "obstore" in text and "machine bound" in text
     assert "engine-account-rate's" in text
     assert list(tmp_path.glob("cloud_peers_blob_200.png"))
+
+
+def test_obstore_runs_with_the_retries_it_is_given(tmp_path: Path) -> None:
+    """``--obstore-retries``: obstore's own retries gave up on a throttled Blob Batch at a
+    million files; the row says which it ran with."""
+    args = _args(tmp_path, "gcs", "obstore")
+    args.obstore_retries = 30
+    saved = cloud_peers.run(args)["rows"]["obstore"]
+    assert "error" not in saved and saved["destination_exact"]
+    assert "max_retries 30" in saved["how"]
 
 
 def test_unknown_rows_are_refused_by_name(tmp_path: Path) -> None:
