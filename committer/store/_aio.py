@@ -81,6 +81,15 @@ async def map_bounded(
     return results
 
 
+async def beside(first: Awaitable[T], second: Awaitable[R]) -> tuple[T, R | BaseException]:
+    """Both at once (one round trip where the second is usually needed after the first):
+    ``first``'s failure raised, ``second``'s returned, for the caller that needs its answer."""
+    a, b = await asyncio.gather(first, second, return_exceptions=True)
+    if isinstance(a, BaseException):
+        raise a
+    return a, b
+
+
 def flag_option(value: Any, name: str) -> bool | None:
     """A boolean storage option (or header) given as a bool or as text ("true"/"false", any
     case; Spark and Hadoop configurations carry text): ``bool("false")`` would be True."""

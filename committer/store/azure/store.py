@@ -37,7 +37,7 @@ from committer.errors import (
     TransientStoreError,
 )
 from committer.store import register_backend
-from committer.store._aio import flag_option, map_bounded
+from committer.store._aio import beside, flag_option, map_bounded
 from committer.store.azure.account import _FOLDER_META, DEFAULT_CONCURRENCY
 from committer.store.azure.auth import BearerToken
 from committer.store.azure.blob import FlatBlobRenames
@@ -102,28 +102,24 @@ class AzureStore(DataLakeRenames, FlatBlobRenames):
             if response.status != 200:
                 raise azure_error(response, path)
             return FileStatus(self._url(container, ""), 0, True)
+        def below() -> Awaitable[ET.Element]:
+            return self._list_page(container, key + "/", False, "", "stat", page_size=1)
+
+        page: ET.Element | BaseException | None = None
         if directory and self._hierarchical is False:
             # a flat account's directory is seldom a blob: what is below it is asked at once
-            found, page = await asyncio.gather(
-                self._properties(container, key),
-                self._list_page(container, key + "/", False, "", "stat", page_size=1),
-                return_exceptions=True)
-            if isinstance(found, BaseException):
-                raise found
-            if found is not None:
-                return self._from_headers(container, key, found)
-            if isinstance(page, BaseException):
-                raise page
-            if blobs(page):
-                return FileStatus(self._url(container, key), 0, True)
-            raise PathNotFoundError(f"not found: {path}", path)
-        found = await self._properties(container, key)
+            found, page = await beside(self._properties(container, key), below())
+        else:
+            found = await self._properties(container, key)
         if found is not None:
             return self._from_headers(container, key, found)
         if self._hierarchical:  # a namespace's directories are real: its answer is final
             raise PathNotFoundError(f"not found: {path}", path)
         # No blob: a directory exists if anything is stored below it.
-        page = await self._list_page(container, key + "/", False, "", "stat", page_size=1)
+        if isinstance(page, BaseException):
+            raise page
+        if page is None:
+            page = await below()
         if blobs(page):
             return FileStatus(self._url(container, key), 0, True)
         raise PathNotFoundError(f"not found: {path}", path)

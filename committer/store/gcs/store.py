@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 
 from committer.errors import ConfigError, PathExistsError, PathNotFoundError, StoreError
 from committer.store import register_backend
-from committer.store._aio import flag_option
+from committer.store._aio import beside, flag_option
 from committer.store.base import FileStatus
 from committer.store.credentials import CONCURRENCY_OPTION
 from committer.store.gcs.api import DEFAULT_CONCURRENCY
@@ -70,11 +70,8 @@ class GcsStore(GcsBatches):
         below = {"prefix": key + "/", "maxResults": "1"}
         page: dict[str, Any] | BaseException | None = None
         if directory:  # a directory is seldom an object: what is below it is asked at once
-            obj, page = await asyncio.gather(self._get_object(bucket, key),
-                                             self._json("stat", "GET", listing, params=below),
-                                             return_exceptions=True)
-            if isinstance(obj, BaseException):
-                raise obj
+            obj, page = await beside(self._get_object(bucket, key),
+                                     self._json("stat", "GET", listing, params=below))
         else:
             obj = await self._get_object(bucket, key)
         if obj is not None:
