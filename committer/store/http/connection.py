@@ -28,7 +28,6 @@ import asyncio
 import collections
 import contextlib
 import ssl
-import time
 from collections.abc import Mapping
 
 from committer.store.http.exchange import MAX_HEAD_BYTES, Connection
@@ -46,12 +45,15 @@ IDLE_TIMEOUT_S = 15.0
 #: answers only when done on some stores)
 READ_TIMEOUT_S = 300.0
 _SWEEP_INTERVAL_S = 1.0
+
+
 class ConnectionPool:
     """Persistent HTTP/1.1 connections to one origin, at most ``max_connections`` of them.
 
-    Used from its event loop only. ``request`` waits for a free connection when all are busy;
-    the backends keep fewer requests in flight than the pool holds (their concurrency limit),
-    so that wait is the exception."""
+    Used from its event loop only, whose clock (``loop.time()``) its deadlines and idle times
+    follow, as asyncio's own timeouts do. ``request`` waits for a free connection when all
+    are busy; the backends keep fewer requests in flight than the pool holds (their
+    concurrency limit), so that wait is the exception."""
 
     def __init__(self, origin: Origin, max_connections: int, *,
                  ssl_context: ssl.SSLContext | None = None,
@@ -130,7 +132,7 @@ class ConnectionPool:
             loop = asyncio.get_running_loop()
             waiter: asyncio.Future[Response] = loop.create_future()
             self.requests += 1
-            conn.send(head, body, head_only, max_body, waiter, time.monotonic() + self.read_timeout)
+            conn.send(head, body, head_only, max_body, waiter, loop.time() + self.read_timeout)
             try:
                 response = await waiter
                 if self._forward and response.status == 407:
@@ -157,7 +159,7 @@ class ConnectionPool:
         """An idle connection fit to reuse, taken (or ``None``)."""
         if self._closed or not self._idle:
             return None
-        now = time.monotonic()
+        now = asyncio.get_running_loop().time()
         while self._idle:
             conn = self._idle.pop()  # the most recently used: least likely to be stale
             if conn.closed:
@@ -212,7 +214,7 @@ class ConnectionPool:
         if self._closed:
             conn._abort()
             return
-        conn.idle_since = time.monotonic()
+        conn.idle_since = asyncio.get_running_loop().time()
         conn.deadline = 0.0
         self._idle.append(conn)
         self._wake()
@@ -235,7 +237,7 @@ class ConnectionPool:
         one per request)."""
         while self._busy or self._idle:
             await asyncio.sleep(self._sweep_interval)
-            now = time.monotonic()
+            now = asyncio.get_running_loop().time()
             for conn in [c for c in self._busy if c.deadline and c.deadline < now]:
                 conn.timed_out()
 

@@ -21,6 +21,7 @@ from committer.store.faults import FaultInjectingStore, FaultPlan
 from committer.store.local import LocalStore
 from committer.store.rate_limit import RateLimiter
 from tests.committer.helpers import fast_config
+from tests.committer.store.virtual_clock import VirtualClock
 
 
 def _store(plan: FaultPlan, **config: int) -> tuple[ManagedStore, FaultInjectingStore]:
@@ -203,25 +204,29 @@ def test_save_atomic_writes_directly_where_writes_are_whole(tmp_path: Path) -> N
     assert sorted(p.name for p in tmp_path.iterdir()) == ["_SUCCESS"]
 
 
+# The rate limiter's tests run on virtual time (``virtual_clock.py``): the waits are the
+# limiter's, exact, not the machine's (a pause of the test process refills the bucket).
+
+
 def test_rate_limit_paces_operations(tmp_path: Path) -> None:
-    store = ManagedStore(LocalStore(), fast_config(io_rate_limit=50))
+    clock = VirtualClock()
+    store = ManagedStore(LocalStore(), fast_config(io_rate_limit=50),
+                         limiter=RateLimiter(50, clock=clock.monotonic, sleep=clock.sleep))
     (tmp_path / "f").write_bytes(b"")
-    t0 = time.monotonic()
     for _ in range(75):  # 50 from the burst, then 25 at 50/s
         store.stat(str(tmp_path / "f"))
-    assert time.monotonic() - t0 >= 0.4
-    assert store.stats.counter("store_io_rate_limited") >= 1
+    assert clock.now == pytest.approx(0.5)
+    assert store.stats.counter("store_io_rate_limited") == 25
 
 
 def test_rate_limiter_token_bucket() -> None:
-    limiter = RateLimiter(100)
-    t0 = time.monotonic()
+    clock = VirtualClock()
+    limiter = RateLimiter(100, clock=clock.monotonic, sleep=clock.sleep)
     waited = sum(limiter.acquire() for _ in range(100))  # the burst
-    assert waited == 0.0
+    assert waited == 0.0 and clock.now == 0.0
     waited = sum(limiter.acquire() for _ in range(30))
-    elapsed = time.monotonic() - t0
-    # 30 permits beyond the burst at 100/s: at least ~0.3 s, however loaded the machine is
-    assert waited > 0 and elapsed >= 0.25
+    # 30 permits beyond the burst at 100/s: 0.3 s, each waiting its 10 ms
+    assert waited == pytest.approx(0.3) and clock.now == pytest.approx(0.3)
     with pytest.raises(ValueError):
         RateLimiter(0)
 
@@ -304,11 +309,12 @@ def test_asked_wait_is_bounded_and_exhausted_retries_raise(tmp_path: Path) -> No
     backend = _ThrottlingBatches(refusals=100, retry_after=3600.0, per_batch=1)
     store = ManagedStore(backend, fast_config(retry_throttled_attempts=3,
                                               retry_max_delay_ms=50))
-    t0 = time.monotonic()
     with pytest.raises(TransientStoreError) as refused:
         store.rename_batch(_batch_entries(tmp_path, 4))
     assert refused.value.throttled
-    assert time.monotonic() - t0 < 2  # an hour asked, the configured bound (50 ms) waited
+    # an hour asked, the configured bound (50 ms) waited, three times (the waits as slept)
+    backoff = store.stats.snapshot().meanstatistics["op_rename_throttle_backoff.mean"]
+    assert backoff.samples == 3 and backoff.sum <= 3 * 50
     assert len(backend.batches) == 4  # the first try and three more
     assert (tmp_path / "s0").exists() and not (tmp_path / "out" / "s0").exists()
 
@@ -527,24 +533,38 @@ def test_the_cloud_backends_declare_their_account_limit() -> None:
 
 
 def test_held_seconds_is_the_wall_time_someone_waited_not_the_waits_added_up() -> None:
-    from concurrent.futures import ThreadPoolExecutor
+    import threading
 
-    limiter = RateLimiter(200)
+    clock = VirtualClock(parties=8)  # (time moves once all eight threads wait)
+    limiter = RateLimiter(200, clock=clock.monotonic, sleep=clock.sleep)
     limiter.acquire(200)  # the burst
     assert limiter.held_seconds() == 0.0
-    t0 = time.monotonic()
-    with ThreadPoolExecutor(8) as pool:
-        waits = list(pool.map(lambda _: limiter.acquire(10), range(8)))  # 80 at 200/s: 0.4 s
-    elapsed = time.monotonic() - t0
-    held = limiter.held_seconds()
-    assert 0.3 <= held <= elapsed + 0.01
-    assert sum(waits) > 1.5 * held  # eight threads waiting side by side
+    waits: list[float] = []
+
+    def wait() -> None:
+        try:
+            waits.append(limiter.acquire(10))
+        finally:
+            clock.done()
+
+    threads = [threading.Thread(target=wait) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)  # (a bound for a hang: no real time passes in the limiter)
+    assert len(waits) == 8
+    # 80 permits at 200/s: held 0.4 s; eight threads waiting side by side, a 20th of a second
+    # more each, waited 0.05 + 0.1 + ... + 0.4 = 1.8 s between them
+    assert limiter.held_seconds() == pytest.approx(0.4) == clock.now
+    assert sorted(waits) == pytest.approx([0.05 * k for k in range(1, 9)])
 
 
 def test_waits_on_the_cap_and_throttling_backoff_are_recorded_for_renames(
         tmp_path: Path) -> None:
     backend = _ThrottlingBatches(refusals=1, retry_after=0.1)
-    store = ManagedStore(backend, fast_config(io_rate_limit=20, retry_max_delay_ms=1000))
+    clock = VirtualClock()  # the cap's (the backoff sleeps for real)
+    store = ManagedStore(backend, fast_config(io_rate_limit=20, retry_max_delay_ms=1000),
+                         limiter=RateLimiter(20, clock=clock.monotonic, sleep=clock.sleep))
     store.rename_batch(_batch_entries(tmp_path, 30))  # 20 from the burst, 10 at 20/s
     snapshot = store.stats.snapshot()
     means = snapshot.meanstatistics

@@ -1,5 +1,8 @@
 """Hedged requests: a copy of a request slower than the recent 95th percentile, the first
-answer taken, the loser cancelled, the limit's places given back, copies kept rare."""
+answer taken, the loser cancelled, the limit's places given back, copies kept rare.
+
+Every race here runs on virtual time (``virtual_time.py``): the service's delays and the
+hedger's are exact, so which answer comes first is the script's, never the machine's load."""
 
 from __future__ import annotations
 
@@ -24,6 +27,7 @@ from committer.store.http.hedge import (
 )
 from committer.store.http.limiter import AdaptiveLimit
 from committer.store.http.messages import Response
+from tests.committer.store.http.virtual_time import run_virtual
 
 
 def _never_refused(_: Response) -> bool:
@@ -70,7 +74,7 @@ def test_a_slow_request_is_raced_by_a_copy_whose_answer_is_taken() -> None:
     async def main() -> Response:
         return await hedger.request(service.send(), _never_refused)
 
-    response = asyncio.run(asyncio.wait_for(main(), 2.0))
+    response = run_virtual(asyncio.wait_for(main(), 2.0))
     assert response.header("x-request") == "1"
     assert service.sent == 2 and service.cancelled == 1
     assert (hedger.hedged, hedger.won) == (1, 1)
@@ -80,7 +84,7 @@ def test_a_slow_request_is_raced_by_a_copy_whose_answer_is_taken() -> None:
 def test_a_request_answered_in_time_gets_no_copy() -> None:
     hedger = _hedger(0.5)
     service = _Service([0.0])
-    response = asyncio.run(hedger.request(service.send(), _never_refused))
+    response = run_virtual(hedger.request(service.send(), _never_refused))
     assert response.header("x-request") == "0"
     assert service.sent == 1 and hedger.hedged == 0
 
@@ -88,7 +92,7 @@ def test_a_request_answered_in_time_gets_no_copy() -> None:
 def test_the_first_answer_wins_when_it_comes_before_the_copy() -> None:
     hedger = _hedger(0.01)
     service = _Service([0.05, 5.0])
-    response = asyncio.run(asyncio.wait_for(hedger.request(service.send(), _never_refused), 2))
+    response = run_virtual(asyncio.wait_for(hedger.request(service.send(), _never_refused), 2))
     assert response.header("x-request") == "0"
     assert service.cancelled == 1 and (hedger.hedged, hedger.won) == (1, 0)
 
@@ -96,10 +100,10 @@ def test_the_first_answer_wins_when_it_comes_before_the_copy() -> None:
 def test_a_failed_copy_does_not_hide_the_first_answer_nor_the_reverse() -> None:
     hedger = _hedger(0.01)
     service = _Service([0.05, 0.0], errors=(1,))  # the copy fails at once
-    response = asyncio.run(hedger.request(service.send(), _never_refused))
+    response = run_virtual(hedger.request(service.send(), _never_refused))
     assert response.header("x-request") == "0"
     service = _Service([0.02, 0.05], errors=(0,))  # the first fails after the copy is sent
-    response = asyncio.run(hedger.request(service.send(), _never_refused))
+    response = run_virtual(hedger.request(service.send(), _never_refused))
     assert response.header("x-request") == "1"
 
 
@@ -108,7 +112,7 @@ def test_when_both_fail_the_first_error_is_raised() -> None:
     hedger = _hedger(0.01, limit)
     service = _Service([0.02, 0.03], errors=(0, 1))
     with pytest.raises(ConnectionResetError, match="request 0 lost"):
-        asyncio.run(hedger.request(service.send(), _never_refused))
+        run_virtual(hedger.request(service.send(), _never_refused))
     assert limit.in_flight == 0
 
 
@@ -124,7 +128,7 @@ def test_no_copy_without_a_free_place_in_the_limit() -> None:
         finally:
             limit.release(epoch)
 
-    assert asyncio.run(main()).header("x-request") == "0"
+    assert run_virtual(main()).header("x-request") == "0"
     assert service.sent == 1 and hedger.hedged == 0
 
 
@@ -136,7 +140,7 @@ def test_copies_stay_a_small_share_of_the_requests() -> None:
         await asyncio.gather(*(hedger.request(service.send(), _never_refused)
                                for _ in range(200)))
 
-    asyncio.run(main())
+    run_virtual(main())
     assert hedger.requests == 200
     assert 1 <= hedger.hedged <= SHARE * 200 + BURST
 
@@ -157,7 +161,7 @@ def test_a_request_refused_a_copy_gets_one_once_a_place_is_free() -> None:
         limit.release(epoch)
         return await slow
 
-    response = asyncio.run(asyncio.wait_for(main(), 2.0))
+    response = run_virtual(asyncio.wait_for(main(), 2.0))
     assert response.header("x-request") == "1"
     assert (hedger.hedged, hedger.won) == (1, 1) and limit.in_flight == 0
 
@@ -166,14 +170,21 @@ def test_the_delay_is_learnt_as_the_recent_95th_percentile() -> None:
     hedger = Hedger(AdaptiveLimit(100))
     delays = [0.001 * (i % 100 + 1) for i in range(MIN_SAMPLES * 2)]  # 1..100 ms
     service = _Service(delays)
+    waited: list[float] = []  # each request's latency, as its caller saw it
 
     async def main() -> None:
+        loop = asyncio.get_running_loop()
         for _ in range(len(delays)):
+            start = loop.time()
             await hedger.request(service.send(), _never_refused)
+            waited.append(loop.time() - start)
 
     assert hedger.delay is None
-    asyncio.run(main())
-    assert hedger.delay is not None and 0.085 <= hedger.delay <= 0.12
+    run_virtual(main())
+    ordered = sorted(waited)
+    assert hedger.delay is not None
+    assert hedger.delay == pytest.approx(ordered[int(0.95 * (len(ordered) - 1))])
+    assert 0.08 <= hedger.delay <= 0.1  # (copies take some of the delays: not quite 95 ms)
 
 
 def test_before_the_estimate_a_slow_request_is_raced_after_the_early_delay() -> None:
@@ -185,7 +196,7 @@ def test_before_the_estimate_a_slow_request_is_raced_after_the_early_delay() -> 
     assert hedger.delay is None
     assert hedger.delay_for(1) == EARLY_S and hedger.delay_for(100) is None
     service = _Service([5.0, 0.01])
-    response = asyncio.run(asyncio.wait_for(
+    response = run_virtual(asyncio.wait_for(
         hedger.request(service.send(), _never_refused), 2.0))
     assert response.header("x-request") == "1"
     assert (hedger.hedged, hedger.won) == (1, 1) and limit.in_flight == 0
@@ -203,10 +214,10 @@ def test_a_batch_waits_as_long_as_its_slowest_part_would_and_teaches_nothing() -
     assert hedger.delay_for(1) == 0.1
     assert 0.13 < hedger.delay_for(2) < 0.15 and 0.45 < hedger.delay_for(100) < 0.6  # type: ignore[operator]
     service = _Service([0.2, 0.0])
-    response = asyncio.run(hedger.request(service.send(), _never_refused, parts=100))
+    response = run_virtual(hedger.request(service.send(), _never_refused, parts=100))
     assert response.header("x-request") == "0" and service.sent == 1  # 0.2 s: not raced
     service = _Service([5.0, 0.0])
-    response = asyncio.run(asyncio.wait_for(
+    response = run_virtual(asyncio.wait_for(
         hedger.request(service.send(), _never_refused, parts=100), 2.0))
     assert response.header("x-request") == "1"
     assert len(hedger._samples) == 0
@@ -224,7 +235,7 @@ def test_a_cancelled_caller_cancels_both_copies() -> None:
         with pytest.raises(asyncio.CancelledError):
             await task
 
-    asyncio.run(main())
+    run_virtual(main())
     assert service.cancelled == 2 and limit.in_flight == 0
 
 
@@ -240,7 +251,7 @@ def test_reads_are_hedged_by_default_and_a_sender_may_say_otherwise() -> None:
 
 def _race(service: _Service, delay: float = 0.01) -> Response:
     hedger = _hedger(delay)
-    return asyncio.run(asyncio.wait_for(
+    return run_virtual(asyncio.wait_for(
         hedger.request(service.send(), _never_refused, succeeded), 2.0))
 
 
@@ -301,7 +312,7 @@ def test_a_proof_gets_the_place_the_copy_held() -> None:
         finally:
             limit.release(epoch)
 
-    response = asyncio.run(asyncio.wait_for(main(), 2.0))
+    response = run_virtual(asyncio.wait_for(main(), 2.0))
     assert response.status == 404 and race.proven(response) and limit.in_flight == 0
 
 
@@ -316,6 +327,6 @@ def test_a_proof_that_takes_too_long_leaves_the_first_answer(
         return True
 
     race = ProvenRace(never, _refused)
-    response = asyncio.run(asyncio.wait_for(
+    response = run_virtual(asyncio.wait_for(
         hedger.request(service.send(), _never_refused, race.settles), 2.0))
     assert response.header("x-request") == "0" and not race.proven(response)
