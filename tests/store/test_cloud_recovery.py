@@ -3,7 +3,9 @@
 Object stores rename by copy-then-delete and have no directories, so this is where moving
 partitions aside, proving renamed files by their content checksum, and the lease's conditional
 create (If-None-Match / ifGenerationMatch=0) meet real store semantics. Failures are injected
-in-process here (a store call raises); SIGKILL at every store call is covered on local disk by
+in-process here (a store call raises), at a named operation on a named path, never at the n-th
+call of a run: concurrent calls reorder from run to run, so a count would land in another
+stage each time. SIGKILL at every store call is covered on local disk by
 ``tests/committer/job/test_crash_recovery.py``.
 """
 
@@ -11,20 +13,20 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import orjson
 import pytest
 
 from committer import CommitterConfig
-from committer.errors import ManifestCommitterError
+from committer.errors import ManifestCommitterError, StoreError
 from committer.job import JobCommitter, resume, rollback
 from committer.job.durability.interrupted import interrupted_commits
 from committer.layout import LOCK_DIR, JobLayout
 from committer.store import ManagedStore, open_store
 from committer.task import TaskAttemptCommitter
 from committer.task.attempt import task_ids
-from tests.committer.job.crash_scenario import CountingStore
 from tests.emulator_fixtures import CloudTarget
 
 pytestmark = pytest.mark.emulator
@@ -32,10 +34,6 @@ pytestmark = pytest.mark.emulator
 EXISTING = {"p=1/old.csv": b"old one", "p=2/old.csv": b"old two"}
 FILES_A = {0: {"p=1/a0.csv": b"A0", "p=3/a1.csv": b"A1"}, 1: {"p=2/a2.csv": b"A2"}}
 FILES_B = {0: {"p=1/b0.csv": b"B0"}, 1: {"p=4/b1.csv": b"B1", "p=1/b2.csv": b"B2"}}
-
-
-class Boom(ManifestCommitterError):
-    """The injected failure."""
 
 
 def _prepare(store: ManagedStore, dest: str, job_id: str,
@@ -105,8 +103,8 @@ def test_append_and_dynamic_overwrite_at_once_equal_a_serial_order(cloud: CloudT
             for t in threads:
                 t.start()
             for t in threads:
-                t.join(120)
-            assert errors == []
+                t.join(600)  # (a bound for a hang, not a speed: each takes seconds)
+            assert not any(t.is_alive() for t in threads) and errors == []
         else:
             for job in ((a, b) if order == "ab" else (b, a)):
                 commit(job)
@@ -118,12 +116,42 @@ def test_append_and_dynamic_overwrite_at_once_equal_a_serial_order(cloud: CloudT
     assert concurrent in (a_then_b, b_then_a)
 
 
-def _failing(cloud: CloudTarget, after: int, config: CommitterConfig) -> ManagedStore:
-    def before(op: int) -> None:
-        if op > after:
-            raise Boom(f"injected failure at store call {op}")
+def _refusing_rename(cloud: CloudTarget, target: str, config: CommitterConfig
+                     ) -> tuple[ManagedStore, list[str]]:
+    """The emulator's own backend, whose store refuses the rename to ``target`` (a failure that
+    is not transient: no retry), whether it comes alone or in a batch; every other call is
+    made as it would be. Returns the managed store and the list of refused sources."""
+    backend = cloud.backend()
+    batch, single = backend.rename_batch, backend.rename_file
+    refused: list[str] = []
 
-    return open_store(cloud.root, config, backend=CountingStore(cloud.backend(), before))
+    def refusal(src: str) -> StoreError:
+        refused.append(src)
+        return StoreError(f"injected: the store refused to rename {src} to {target}", src)
+
+    def rename_file(src: str, dst: str) -> None:
+        if dst == target:
+            raise refusal(src)
+        single(src, dst)
+
+    def rename_batch(entries: Sequence[tuple[str, str, Any, Any]], start: int = 0
+                     ) -> tuple[int, list[tuple[int, StoreError]]]:
+        at = [i for i in range(start, len(entries)) if entries[i][1] == target]
+        if not at:
+            return batch(entries, start)
+        others = [i for i in range(start, len(entries)) if i != at[0]]
+        reached, failures = batch([entries[i] for i in others], 0)
+        out = [(others[j], error) for j, error in failures]
+        if reached == len(others):  # every other entry attempted: the refused one too
+            return len(entries), [*out, (at[0], refusal(entries[at[0]][0]))]
+        reached = others[reached - 1] + 1 if reached else start
+        if at[0] < reached:
+            out.append((at[0], refusal(entries[at[0]][0])))
+        return reached, out
+
+    backend.rename_file = rename_file  # type: ignore[method-assign]
+    backend.rename_batch = rename_batch  # type: ignore[method-assign]
+    return open_store(cloud.root, config, backend=backend), refused
 
 
 def _strip_identities(store: ManagedStore, dest: str, job: str) -> None:
@@ -145,16 +173,14 @@ def test_dynamic_overwrite_failed_mid_commit_then_recovered(cloud: CloudTarget, 
                                                             identities: bool) -> None:
     store = cloud.managed()
     config = store.config
-    # the reference: the same commit, uninterrupted, counting its store calls
+    # the reference: the same commit, uninterrupted
     ref_dest = cloud.url("reference")
     _existing(store, ref_dest)
     ref_job = _job("r")
     ref_tasks = _prepare(store, ref_dest, ref_job, FILES_B)
     if not identities:
         _strip_identities(store, ref_dest, ref_job)
-    counting = CountingStore(cloud.backend())
-    JobCommitter(ref_dest, ref_job, config=config, store=open_store(cloud.root, config,
-                                                                     backend=counting),
+    JobCommitter(ref_dest, ref_job, config=config, store=cloud.managed(),
                  dynamic_partition_overwrite=True).commit(ref_tasks)
     committed = _data(store, ref_dest)
 
@@ -165,12 +191,18 @@ def test_dynamic_overwrite_failed_mid_commit_then_recovered(cloud: CloudTarget, 
     tasks = _prepare(store, dest, job, FILES_B)
     if not identities:
         _strip_identities(store, dest, job)
-    failing = _failing(cloud, counting.ops * 2 // 3, config)
-    with pytest.raises(ManifestCommitterError):
+    # mid-commit: the partitions replaced are moved aside, the files are being renamed, and
+    # the store refuses one of them (the journal's saves all land: its state is determined)
+    failing, refused = _refusing_rename(cloud, f"{dest}/p=1/b2.csv", config)
+    with pytest.raises(ManifestCommitterError, match="refused to rename"):
         JobCommitter(dest, job, config=config, store=failing,
                      dynamic_partition_overwrite=True).commit(tasks)
+    assert len(refused) == 1
     [found] = interrupted_commits(store, dest)
-    assert found.journal is not None and found.state in ("renaming", "renamed")
+    assert found.journal is not None and found.state == "renaming"
+    half = _data(store, dest)
+    assert "p=1/b2.csv" not in half and "p=1/old.csv" not in half  # (moved aside)
+    assert store.exists(refused[0])
     if action == "resume":
         resume(dest, job, config=config, store=cloud.managed())
         assert _data(store, dest) == committed
