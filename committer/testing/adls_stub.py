@@ -174,6 +174,26 @@ class AdlsStub(StubService):
         """The operations received so far, in order (of one endpoint, if given)."""
         return [r.op for r in list(self.requests) if endpoint is None or r.endpoint == endpoint]
 
+    def sent(self, endpoint: str | None = None) -> list[str]:
+        """:meth:`ops` as the client sent them: a hedged copy of a slow request
+        (``committer/store/http/hedge.py``), which carries its request's
+        ``x-ms-client-request-id``, counted once with it. How many copies a test sees depends
+        on how fast this stub answered; how many requests the client made does not (a retry
+        has an id of its own)."""
+        seen: set[str] = set()
+        out = []
+        for r in list(self.requests):
+            if endpoint is not None and r.endpoint != endpoint:
+                continue
+            rid = next((v for k, v in r.headers.items()
+                        if k.lower() == "x-ms-client-request-id"), None)
+            if rid is not None:
+                if rid in seen:
+                    continue
+                seen.add(rid)
+            out.append(r.op)
+        return out
+
     def reset_log(self) -> None:
         self.requests.clear()
 

@@ -55,7 +55,9 @@ AZURITE_ACCOUNT = "devstoreaccount1"
 AZURITE_KEY = (
     "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 )
-READY_TIMEOUT_S = 60.0
+#: how long a starting emulator may take to answer: a bound for a hang, not a speed (a busy
+#: two-core machine starts it slowly)
+READY_TIMEOUT_S = 180.0
 
 
 class EmulatorError(RuntimeError):

@@ -4,7 +4,7 @@ It forwards plain-HTTP requests (absolute-form targets) and tunnels ``CONNECT``,
 authentication when asked (``auth="user:password"``), and writes one access-log line per client
 connection (``CONNECT host:port`` for a tunnel, the first request's method and target for a
 forwarded connection; it relays the connection's later requests as they come).
-:meth:`HttpProxy.access_log` parses those lines, so a test can see what went through it.
+:meth:`HttpProxy.served` parses those lines, so a test can see what went through it.
 
     with http_proxy(auth="user:secret") as proxy:
         options = {..., "committer_proxy": proxy.url_with_auth}
@@ -27,7 +27,7 @@ from committer.testing.emulators import stop_process
 __all__ = ["AccessLine", "HttpProxy", "http_proxy"]
 
 HOST = "127.0.0.1"
-_READY_TIMEOUT_S = 30.0
+_READY_TIMEOUT_S = 120.0  # a bound for a hang (a Python start on a busy machine is slow)
 # "127.0.0.1:52544 - CONNECT 127.0.0.1:44253 - 435 bytes - 14.06ms"
 # "127.0.0.1:52512 - GET 127.0.0.1:44253/ - 200 OK - 435 bytes - 4.16ms"
 _ACCESS = re.compile(r"access_log:\d+ - (?P<client>\S+) - (?P<method>[A-Z]+) (?P<target>\S+)")
@@ -100,17 +100,15 @@ class HttpProxy:
         except OSError:
             return ""
 
-    def access_log(self, settle_s: float = 2.0) -> list[AccessLine]:
-        """The connections served so far (a line is written when its connection closes:
-        waits up to ``settle_s`` for the count to stop changing)."""
+    def served(self, count: int, within: float = 60.0) -> list[AccessLine]:
+        """The connections served so far, once there are at least ``count`` (a line is
+        written when its connection closes, so a connection just closed may not be there
+        yet): waits for them, up to ``within`` seconds (a bound for a hang, not a speed)."""
+        deadline = time.monotonic() + within
         lines = self._parse()
-        deadline = time.monotonic() + settle_s
-        while time.monotonic() < deadline:
-            time.sleep(0.2)
-            again = self._parse()
-            if len(again) == len(lines):
-                break
-            lines = again
+        while len(lines) < count and time.monotonic() < deadline:
+            time.sleep(0.02)
+            lines = self._parse()
         return lines
 
     def _parse(self) -> list[AccessLine]:

@@ -110,7 +110,7 @@ class GcsMoveTarget(_Target):
         url = (f"{self.emulator.endpoint}/storage/v1/b/{quote(self.bucket, safe='')}/o/"
                f"{quote(name, safe='')}")
         try:
-            with urllib.request.urlopen(url, timeout=10) as r:
+            with urllib.request.urlopen(url, timeout=60) as r:
                 found: dict[str, Any] = json.loads(r.read())
                 return found
         except urllib.error.HTTPError as e:

@@ -54,7 +54,7 @@ def test_namespace_is_asked_of_the_account(hierarchical: bool) -> None:
             assert store.namespace_source == "account"
             assert store.rename_keeps_etag is hierarchical
             assert store.flat_walk is not hierarchical
-            assert stub.ops() == ["account_info"]  # asked once
+            assert stub.sent() == ["account_info"]  # asked once
         finally:
             store.close()
 
@@ -81,7 +81,7 @@ def test_transient_failure_of_detection_is_retried_then_raised(
         store = open_azure("abfs://fs", stub.storage_options)
         try:
             assert store.hierarchical is True
-            assert stub.ops() == ["account_info"] * 3
+            assert stub.sent() == ["account_info"] * 3
         finally:
             store.close()
 
@@ -328,7 +328,7 @@ def test_directories_are_real(adls: AdlsTarget) -> None:
     store = adls.managed()
     store.mkdirs(adls.url("a", "empty"))
     store.write_bytes(adls.url("a", "b", "f.txt"), b"1")
-    assert adls.stub.ops("dfs") == ["dfs_create"]
+    assert adls.stub.sent("dfs") == ["dfs_create"]
     listed = {s.path: s.is_dir for s in store.list_dir(adls.url("a"))}
     assert listed == {adls.url("a", "empty"): True, adls.url("a", "b"): True}
     assert [s.path for s in store.walk_files(adls.url("a"))] == [adls.url("a", "b", "f.txt")]

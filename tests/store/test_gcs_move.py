@@ -204,7 +204,7 @@ def _move(target: GcsMoveTarget, src: str, dst: str,
         url += "?" + urlencode(params)
     request = urllib.request.Request(url, data=b"", method="POST")
     try:
-        with urllib.request.urlopen(request, timeout=10) as r:
+        with urllib.request.urlopen(request, timeout=60) as r:
             return r.status, json.loads(r.read())
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read())

@@ -34,7 +34,7 @@ from committer.testing.emulators import AZURITE_ACCOUNT, AZURITE_KEY, stop_proce
 __all__ = ["CloudSim", "CloudSimError", "start_cloud_sim"]
 
 HOST = "127.0.0.1"
-READY_TIMEOUT_S = 30.0
+READY_TIMEOUT_S = 120.0  # a bound for a hang (a Python start on a busy machine is slow)
 # a control request carries at most this many lines or bytes (the simulator holds one request
 # body at a time: its peak memory is the objects plus one chunk)
 _POPULATE_LINES = 100_000

@@ -9,7 +9,6 @@ import http.client
 import os
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import threading
@@ -94,7 +93,7 @@ def test_unknown_control_request() -> None:
 
 
 def _raw(port: int, payload: bytes, *, read_until_close: bool = False) -> bytes:
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
         s.sendall(payload)
         if not read_until_close:
             s.shutdown(socket.SHUT_WR)
@@ -130,7 +129,7 @@ def test_a_bad_request_does_not_take_the_server_down(gcs: CloudSim) -> None:
     assert _raw(port, b"GET /" + b"a" * 70_000).startswith(b"HTTP/1.1 431 ")
     expect = (b"POST /storage/v1/b HTTP/1.1\r\nContent-Length: 13\r\n"
               b"Expect: 100-continue\r\n\r\n")
-    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
         s.sendall(expect)
         assert s.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
         s.sendall(b'{"name":"e1"}')
@@ -142,20 +141,22 @@ def test_a_bad_request_does_not_take_the_server_down(gcs: CloudSim) -> None:
 
 
 def test_the_account_throttle_answers_busy_and_does_nothing() -> None:
-    with CloudSim(service="blob", latency_ms=0, ops_limit=5, burst_s=1.0) as sim:
+    # A bucket of five that refills a token every 100 s: which requests it serves is the
+    # count's, not the machine's speed (a token refilled while a slow machine sends would
+    # let a sixth through). Refilling over time is the bucket's own test (test_parts.py).
+    with CloudSim(service="blob", latency_ms=0, ops_limit=0.01, burst_s=500.0) as sim:
         c = Client(sim.ports["blob"])
         statuses = [c.request("PUT", blob_path(f"c{i}") + "?restype=container")
                     for i in range(8)]
-        assert [r.status for r in statuses[:5]] == [201] * 5
+        assert [r.status for r in statuses] == [201] * 5 + [503] * 3
         busy = statuses[5]
-        assert (busy.status, busy.error_code) == (503, "ServerBusy")
-        assert busy.headers["retry-after"] == "1"
+        assert busy.error_code == "ServerBusy"
+        # when the bucket holds a token again: under 100 s, in whole seconds, at least 1
+        assert 1 <= int(busy.headers["retry-after"]) <= 100
         assert b"Operations per second is over the account limit." in busy.body
         stats = sim.stats()
         assert stats["stored"]["buckets"] == 5  # the throttled requests changed nothing
         assert stats["throttled"]["bucket"] == 3 and stats["by_status"]["503"] == 3
-        time.sleep(0.5)
-        assert c.request("PUT", blob_path("late") + "?restype=container").status == 201
 
 
 def test_gcs_throttle_and_a_batch_takes_a_token_per_part() -> None:
@@ -180,29 +181,38 @@ def test_gcs_throttle_and_a_batch_takes_a_token_per_part() -> None:
 
 
 def test_latency_median_and_effect_on_arrival() -> None:
-    with CloudSim(service="gcs", latency_ms=30, p99_ms=60, seed=3) as sim:
+    # What a client sees is the model's delay and then some (its own time, the machine's):
+    # only the least it can be is a property of the simulator. The model's median and
+    # percentile themselves are the latency model's test (test_parts.py).
+    with CloudSim(service="gcs", latency_ms=30, p99_ms=30, seed=3) as sim:
         c = Client(sim.ports["gcs"], sign=False)
         c.request("POST", "/storage/v1/b", body=b'{"name":"b"}')
-        times = []
-        for _ in range(40):
+        for _ in range(10):
             t = time.perf_counter()
             assert c.request("GET", "/storage/v1/b/b").status == 200
-            times.append(time.perf_counter() - t)
-        assert 0.025 <= statistics.median(times) <= 0.045
-    with CloudSim(service="gcs", latency_ms=400, p99_ms=400) as slow:
-        c = Client(slow.ports["gcs"], sign=False)
-        done: list[float] = []
-        t0 = time.perf_counter()
-        thread = threading.Thread(target=lambda: done.append(c.request(
-            "POST", "/storage/v1/b", body=b'{"name":"now"}').status))
+            assert time.perf_counter() - t >= 0.03  # (p99 = median: every delay is 30 ms)
+    # Carried out on arrival, answered after the delay: the simulator's own account, in one
+    # snapshot, has the bucket stored and its request still in flight. The delay (a minute)
+    # is only the window the test looks in; the simulator stops before it ends.
+    done: list[object] = []
+
+    def create(client: Client) -> None:
+        try:
+            done.append(client.request("POST", "/storage/v1/b", body=b'{"name":"now"}').status)
+        except (OSError, http.client.HTTPException) as e:  # the simulator stopped first
+            done.append(e)
+
+    with CloudSim(service="gcs", latency_ms=60_000, p99_ms=60_000) as slow:
+        thread = threading.Thread(target=create, args=(Client(slow.ports["gcs"], sign=False,
+                                                              timeout=120),), daemon=True)
         thread.start()
-        deadline = time.perf_counter() + 2
-        while not slow.stats()["stored"]["buckets"] and time.perf_counter() < deadline:
+        deadline = time.monotonic() + 60  # (a bound for a hang, not a speed)
+        while not (stats := slow.stats())["stored"]["buckets"] and time.monotonic() < deadline:
             time.sleep(0.01)
-        seen = time.perf_counter() - t0
-        assert slow.stats()["stored"]["buckets"] == 1 and not done  # done, not yet answered
-        thread.join()
-        assert done == [200] and seen < 0.35 and time.perf_counter() - t0 >= 0.4
+        assert stats["stored"]["buckets"] == 1 and stats["in_flight"] == 1
+        assert done == []  # carried out, not yet answered
+    thread.join(60)
+    assert not thread.is_alive() and len(done) == 1 and not isinstance(done[0], int)
 
 
 # -- faults ------------------------------------------------------------------------------------
@@ -302,12 +312,12 @@ def test_dies_with_its_parent() -> None:
         pid = int(parent.stdout.readline())
         assert not _gone(pid, 0.2)
         parent.send_signal(signal.SIGKILL)
-        parent.wait(10)
-        assert _gone(pid, 10)
+        parent.wait(60)
+        assert _gone(pid, 60)
     finally:
         if parent.poll() is None:
             parent.kill()
-            parent.wait(10)
+            parent.wait(60)
 
 
 def test_stops_at_the_end_of_its_stdin_and_on_sigterm() -> None:
@@ -317,12 +327,12 @@ def test_stops_at_the_end_of_its_stdin_and_on_sigterm() -> None:
     assert proc.stdout is not None and proc.stdin is not None
     assert b'"gcs"' in proc.stdout.readline()
     proc.stdin.close()
-    assert proc.wait(10) == 0
+    assert proc.wait(60) == 0
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE)
     assert proc.stdout is not None
     assert b'"control"' in proc.stdout.readline()
     proc.terminate()
-    assert proc.wait(10) == 0
+    assert proc.wait(60) == 0
 
 
 def test_options_are_checked() -> None:
