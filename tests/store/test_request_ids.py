@@ -33,7 +33,8 @@ def test_a_failure_names_both_request_ids(sim: CloudSim, caplog: pytest.LogCaptu
     store = open_backend("abfs://ids/x", sim.storage_options)
     try:
         store.write_bytes("abfs://ids/dir/a", b"a")
-        sim.set_faults(fail=[{"op": "get_blob", "times": 2, "status": 403,
+        # every read refused (a slow read's hedged copy takes a refusal too)
+        sim.set_faults(fail=[{"op": "get_blob", "times": 100, "status": 403,
                               "code": "AuthorizationPermissionMismatch"}])
         messages = []
         with caplog.at_level(logging.DEBUG, logger="committer.store.azure"):
