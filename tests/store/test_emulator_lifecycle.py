@@ -28,7 +28,7 @@ def test_emulator_binds_loopback_and_stops(
         assert listening, "the emulator listens on nothing"
         assert all(ip == "127.0.0.1" for ip, _ in listening), listening
         assert ("127.0.0.1", port) in listening
-        with socket.create_connection(("127.0.0.1", port), timeout=2):
+        with socket.create_connection(("127.0.0.1", port), timeout=30):
             pass  # ready means accepting connections
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     with pytest.raises(OSError), socket.create_connection(("127.0.0.1", port), timeout=2):
