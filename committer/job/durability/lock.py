@@ -17,7 +17,8 @@ was taken over (a newer generation appeared), after which :meth:`DestinationLock
 A lease is stale when its expiry has passed, or at once when its owner ran on this host and that
 process no longer exists (a driver killed by SIGKILL); a lease of the same job left by this
 very process (its release failed with the store) is taken back at once too. Clocks of the hosts
-sharing a destination must agree to well within the lease time.
+sharing a destination must agree to well within the lease time. Every time the lock reads or
+waits goes through its :class:`LockClock` (tests give one of their own).
 """
 
 from __future__ import annotations
@@ -68,6 +69,25 @@ class Lease(LeaseRecord):
                 f"lease {self.path} expiring {expires}")
 
 
+class LockClock:
+    """The time a lock reads: wall-clock milliseconds for leases (what hosts sharing a
+    destination compare), a monotonic clock and sleeps for a wait, and the heartbeat's pause
+    between renewals, which a release ends early."""
+
+    def wall_ms(self) -> int:
+        return int(time.time() * 1000)
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
+
+    def pause(self, stop: threading.Event, seconds: float) -> bool:
+        """Wait ``seconds``, or until ``stop`` is set: whether it was."""
+        return stop.wait(seconds)
+
+
 def _pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -88,8 +108,9 @@ class DestinationLock:
     """Context manager: ``with DestinationLock(store, dest, job_id, ...): commit``."""
 
     def __init__(self, store: ManagedStore, dest: str, job_id: str, *, wait_ms: int,
-                 lease_ms: int, purpose: str = "commit") -> None:
+                 lease_ms: int, purpose: str = "commit", clock: LockClock | None = None) -> None:
         self.store = store
+        self.clock = clock or LockClock()
         self.dir = lock_dir(dest)
         self.dest = dest
         self.job_id = job_id
@@ -126,7 +147,8 @@ class DestinationLock:
             # Leases are created whole and renewed by replace; an unreadable one is damage.
             # Treat it as held until the file itself is older than a lease time.
             st = self.store.stat_or_none(path)
-            modified = st.modified if st is not None and st.modified else time.time()
+            modified = (st.modified if st is not None and st.modified
+                        else self.clock.wall_ms() / 1000)
             unreadable = LeaseRecord("(unreadable)", "", "?", 0, int(modified * 1000),
                                      int(modified * 1000) + self.lease_ms, "?")
             return Lease.of(unreadable, generation, path)
@@ -137,7 +159,7 @@ class DestinationLock:
         if not gens:
             return None
         lease = self._read(*gens[-1])
-        if lease is None or lease.released or is_stale(lease, int(time.time() * 1000)):
+        if lease is None or lease.released or is_stale(lease, self.clock.wall_ms()):
             return None
         return lease
 
@@ -151,20 +173,21 @@ class DestinationLock:
 
     def _record(self, acquired_ms: int, *, released: bool = False) -> LeaseRecord:
         return LeaseRecord(self.job_id, self.token, socket.gethostname(), os.getpid(),
-                           acquired_ms, int(time.time() * 1000) + self.lease_ms, self.purpose,
+                           acquired_ms, self.clock.wall_ms() + self.lease_ms, self.purpose,
                            released)
 
     def _document(self, acquired_ms: int, *, released: bool = False) -> bytes:
         return orjson.dumps(self._record(acquired_ms, released=released).to_json())
 
     def acquire(self) -> Lease:
-        deadline = time.monotonic() + self.wait_ms / 1000
+        clock = self.clock
+        deadline = clock.monotonic() + self.wait_ms / 1000
         delay = 0.05
         while True:
             gens = self._generations()
             top = gens[-1] if gens else (0, "")
             current = self._read(*top) if gens else None
-            now = int(time.time() * 1000)
+            now = clock.wall_ms()
             if current is None or current.released or is_stale(current, now) \
                     or self._left_by_this_job(current):
                 if current is not None and not current.released:
@@ -184,12 +207,14 @@ class DestinationLock:
                     self.store.delete_file(old)
                 self._start_heartbeat()
                 return self.lease
-            if time.monotonic() >= deadline:
+            if clock.monotonic() >= deadline:
                 raise JobConflictError(
                     f"destination {self.dest} is locked by {current.describe()}; job "
                     f"{self.job_id} waited {self.wait_ms} ms (mapreduce.manifest.committer."
                     "lock.wait.ms). If that job is dead, its lease expires by itself.")
-            time.sleep(min(delay, max(0.0, deadline - time.monotonic())) * random.uniform(0.5, 1))
+            # jittered backoff, the last pause ending at the deadline (not short of it)
+            clock.sleep(min(delay * random.uniform(0.5, 1),
+                            max(0.0, deadline - clock.monotonic())))
             delay = min(delay * 2, 1.0)
 
     def _start_heartbeat(self) -> None:
@@ -200,7 +225,7 @@ class DestinationLock:
 
     def _heartbeat(self) -> None:
         interval = self.lease_ms / 4000
-        while not self._stop.wait(interval):
+        while not self.clock.pause(self._stop, interval):
             lease = self.lease
             if lease is None:
                 return

@@ -2,11 +2,14 @@
 
 Concurrent commits run in threads over a store that sleeps in every call, so their stages
 really interleave; the outcome must then equal the two jobs committed one after the other, in
-one order or the other: nothing lost, nothing mixed.
+one order or the other: nothing lost, nothing mixed (whatever the interleaving was). The lock's
+own waits and lease times are read off a fake clock (``LockClock``), so no test of it depends
+on how fast the machine is.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import subprocess
@@ -24,7 +27,7 @@ from committer import CommitterConfig, JobCommitter, task_ids
 from committer.errors import CommitFailedError, JobConflictError
 from committer.job.durability.history import list_history
 from committer.job.durability.interrupted import interrupted_commits
-from committer.job.durability.lock import DestinationLock
+from committer.job.durability.lock import DestinationLock, LockClock
 from committer.layout import LOCK_DIR
 from committer.store import ManagedStore, open_store
 from tests.committer.helpers import fast_config, new_job, task_attempt, tree
@@ -91,7 +94,8 @@ def _concurrently(dest: Path, a: tuple[str, bool, CommitterConfig],
     for t in threads:
         t.start()
     for t in threads:
-        t.join(60)
+        t.join(600)
+    assert not any(t.is_alive() for t in threads), "a commit did not end"
     return errors
 
 
@@ -130,17 +134,68 @@ def test_append_and_dynamic_overwrite_at_once_equal_some_serial_order(
     assert orjson.loads(leases[0].read_bytes())["released"] is True
 
 
+class FakeClock(LockClock):
+    """A lock's time that moves only when the lock sleeps or the test says so.
+
+    Wall time starts at ``WALL_MS``; time is kept in whole nanoseconds, a sleep adding at
+    least one (so a wait always reaches its deadline). ``pause`` (the heartbeat's) returns
+    once the test has advanced the time past its end, or once the lock is released."""
+
+    WALL_MS = 1_800_000_000_000
+
+    def __init__(self) -> None:
+        self.ns = 0
+        self.sleeps: list[float] = []
+        self.pauses = 0  # heartbeat pauses begun
+        self._cond = threading.Condition()
+
+    def wall_ms(self) -> int:
+        with self._cond:
+            return self.WALL_MS + self.ns // 1_000_000
+
+    def monotonic(self) -> float:
+        with self._cond:
+            return self.ns / 1e9
+
+    def sleep(self, seconds: float) -> None:
+        with self._cond:
+            self.sleeps.append(seconds)
+            self.ns += max(1, math.ceil(seconds * 1e9))
+            self._cond.notify_all()
+
+    def pause(self, stop: threading.Event, seconds: float) -> bool:
+        with self._cond:
+            until = self.ns + math.ceil(seconds * 1e9)
+            self.pauses += 1
+            self._cond.notify_all()
+            while self.ns < until and not stop.is_set():
+                self._cond.wait(0.05)  # a release sets ``stop`` without telling this clock
+            return stop.is_set()
+
+    def advance(self, seconds: float) -> None:
+        with self._cond:
+            self.ns += math.ceil(seconds * 1e9)
+            self._cond.notify_all()
+
+    def wait_pauses(self, count: int) -> bool:
+        """Whether ``count`` heartbeat pauses have begun (within a generous real minute)."""
+        with self._cond:
+            return self._cond.wait_for(lambda: self.pauses >= count, 60)
+
+
 def test_a_held_lock_makes_the_commit_wait_then_fail_naming_the_holder(tmp_path: Path) -> None:
     dest = tmp_path / "dest"
     tasks = _prepare(dest, JOB_B, FILES_B)
     holder = DestinationLock(open_store(str(dest)), str(dest), "job_holding", wait_ms=0,
-                             lease_ms=60_000)
+                             lease_ms=3_600_000)
     with holder:
         t0 = time.monotonic()
         with pytest.raises(JobConflictError) as info:
             JobCommitter(str(dest), JOB_B, config=fast_config(lock_wait_ms=300),
                          dynamic_partition_overwrite=True).commit(tasks)
-        assert 0.25 < time.monotonic() - t0 < 5
+        # it waited (how much longer than lock.wait.ms is the machine's business: the lock's
+        # own test below reads its wait off a fake clock)
+        assert time.monotonic() - t0 >= 0.3
     message = str(info.value)
     assert "job_holding" in message and socket.gethostname() in message
     assert f"pid {os.getpid()}" in message
@@ -149,6 +204,23 @@ def test_a_held_lock_makes_the_commit_wait_then_fail_naming_the_holder(tmp_path:
     JobCommitter(str(dest), JOB_B, config=fast_config(),
                  dynamic_partition_overwrite=True).commit(tasks)
     assert (dest / "p=4" / "b1.csv").read_bytes() == b"B1"
+
+
+def test_a_lock_waits_until_its_deadline_then_gives_up(tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    _write_lease(dest, 1, expires=FakeClock.WALL_MS + 3_600_000)  # another host's, live
+    clock = FakeClock()
+    lock = DestinationLock(open_store(str(dest)), str(dest), JOB_B, wait_ms=3_000,
+                           lease_ms=60_000, clock=clock)
+    with pytest.raises(JobConflictError, match=r"job_dead .* waited 3000 ms"):
+        lock.acquire()
+    # it looked again and again, backing off, and gave up at its deadline: not before, and
+    # not after (the last pause ends there)
+    assert 3_000_000_000 <= clock.ns <= 3_000_001_000  # to the microsecond (float rounding)
+    assert len(clock.sleeps) >= 4 and max(clock.sleeps) <= 1.0
+    assert clock.sleeps[0] <= 0.05
+    assert lock.lease is None
 
 
 def _write_lease(dest: Path, generation: int, **fields: Any) -> Path:
@@ -185,7 +257,7 @@ def test_a_lease_of_a_dead_process_on_this_host_is_taken_over_at_once(tmp_path: 
 def test_a_live_lease_elsewhere_is_not_taken_over(tmp_path: Path) -> None:
     dest = tmp_path / "dest"
     tasks = _prepare(dest, JOB_B, FILES_B)
-    _write_lease(dest, 1)  # another host, not expired
+    _write_lease(dest, 1, expires=int(time.time() * 1000) + 3_600_000)  # another host's
     with pytest.raises(JobConflictError, match="job_dead"):
         JobCommitter(str(dest), JOB_B, config=fast_config(lock_wait_ms=100),
                      dynamic_partition_overwrite=True).commit(tasks)
@@ -194,14 +266,24 @@ def test_a_live_lease_elsewhere_is_not_taken_over(tmp_path: Path) -> None:
 def test_the_heartbeat_extends_the_lease(tmp_path: Path) -> None:
     dest = tmp_path / "dest"
     dest.mkdir()
+    clock = FakeClock()
     with DestinationLock(open_store(str(dest)), str(dest), JOB_A, wait_ms=0,
-                         lease_ms=1000) as lock:
+                         lease_ms=1000, clock=clock) as lock:
         assert lock.lease is not None
+        path = Path(lock.lease.path)
         first = lock.lease.expires_ms
-        time.sleep(0.7)
-        renewed = orjson.loads(Path(lock.lease.path).read_bytes())["expires"]
+        assert first == FakeClock.WALL_MS + 1000
+        assert clock.wait_pauses(1)
+        assert orjson.loads(path.read_bytes())["expires"] == first  # nothing renewed yet
+        clock.advance(0.25)  # a quarter of the lease: the heartbeat renews it
+        assert clock.wait_pauses(2)  # ... and pauses again
+        assert orjson.loads(path.read_bytes())["expires"] == first + 250
+        clock.advance(0.25)
+        assert clock.wait_pauses(3)
+        assert orjson.loads(path.read_bytes())["expires"] == first + 500
         lock.check()
-    assert renewed > first
+    released = orjson.loads(path.read_bytes())
+    assert released["released"] is True
 
 
 def test_committing_a_job_id_again_is_a_no_op_returning_the_first_summary(
