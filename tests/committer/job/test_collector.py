@@ -60,18 +60,20 @@ def test_nested_and_concurrent_blocks_give_back_only_when_the_last_ends() -> Non
     inner_done = threading.Event()
     outer_may_end = threading.Event()
 
+    # Events, waited on generously: only the order of the two blocks' ends matters here.
     def other_commit() -> None:
         with spare_old_objects():
             inner_done.set()
-            outer_may_end.wait(5)
+            assert outer_may_end.wait(600)
 
     with spare_old_objects():
         worker = threading.Thread(target=other_commit)
         worker.start()
-        assert inner_done.wait(5)
+        assert inner_done.wait(600)
     assert gc.get_freeze_count() > 0  # the other commit is still running
     outer_may_end.set()
-    worker.join(5)
+    worker.join(600)
+    assert not worker.is_alive()
     assert gc.get_freeze_count() == 0
 
 

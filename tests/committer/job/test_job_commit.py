@@ -564,7 +564,7 @@ def test_the_job_marker_goes_while_the_final_cleaning_is_saved(
         store_target: StoreTarget, monkeypatch: pytest.MonkeyPatch) -> None:
     """When 'cleaning' is the commit's last journal write, the job marker's delete is not
     held back behind it (one round trip fewer at the end of a commit)."""
-    import time
+    import threading
 
     from committer.job.durability import journal as journal_module
 
@@ -574,15 +574,23 @@ def test_the_job_marker_goes_while_the_final_cleaning_is_saved(
     marker = JobLayout(dest, JOB_ID).job_marker
     gone_while_saving: list[bool] = []
     save = journal_module.save_journal
+    marker_deleted = threading.Event()
+    delete = job.store.delete_file
+
+    def deleting(path: str) -> bool:
+        found = delete(path)
+        if path == marker:
+            marker_deleted.set()
+        return found
 
     def waiting(store: Any, layout: Any, journal: Any) -> Any:
-        if journal.state.label == "cleaning":  # held until the marker is gone, at most 10 s
-            deadline = time.monotonic() + 10
-            while t.exists(marker) and time.monotonic() < deadline:
-                time.sleep(0.01)
-            gone_while_saving.append(not t.exists(marker))
+        # 'cleaning' is held until the marker's delete is done: were that delete queued
+        # behind this save, the wait would end only by its (generous) timeout
+        if journal.state.label == "cleaning":
+            gone_while_saving.append(marker_deleted.wait(300) and not t.exists(marker))
         return save(store, layout, journal)
 
+    monkeypatch.setattr(job.store, "delete_file", deleting)
     monkeypatch.setattr(journal_module, "save_journal", waiting)
     job.commit(committed)
     assert gone_while_saving == [True]

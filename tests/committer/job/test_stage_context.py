@@ -4,7 +4,7 @@ ahead on it are reported in the same order however their reads finish."""
 
 from __future__ import annotations
 
-import time
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -43,17 +43,32 @@ def test_manifests_read_ahead_are_reported_in_task_order_whatever_order_reads_fi
         task_attempt(dest, task, 0, {f"p={task}/f.csv": b"x"}, config=config).commit()
     monkeypatch.setattr(LocalStore, "reads_wait", lambda self, path: True)
     read = LocalStore.read_bytes
+    others_read: list[str] = []
+    lock = threading.Lock()
+    all_others_read = threading.Event()
+    first_waited: list[bool] = []
 
-    def slow_first(self: LocalStore, path: str, limit: int | None = None) -> bytes:
-        if "_000000" in path.rsplit("/", 1)[-1]:  # the first task's manifest: the slowest
-            time.sleep(0.2)
-        return read(self, path, limit)
+    def slowest_first(self: LocalStore, path: str, limit: int | None = None) -> bytes:
+        # The first task's manifest is read last of all: its read returns only once the five
+        # others are done (they were read ahead on the pool meanwhile).
+        if "_000000" in path.rsplit("/", 1)[-1]:
+            first_waited.append(all_others_read.wait(60))
+            return read(self, path, limit)
+        data = read(self, path, limit)
+        if not path.endswith("-manifest.json"):
+            return data
+        with lock:
+            others_read.append(path)
+            if len(others_read) == 5:
+                all_others_read.set()
+        return data
 
-    monkeypatch.setattr(LocalStore, "read_bytes", slow_first)
+    monkeypatch.setattr(LocalStore, "read_bytes", slowest_first)
     with ThreadPoolExecutor(4) as pool:
         ctx = StageContext(open_store(str(dest), config), JobLayout(str(dest), JOB_ID), config,
                            pool)
         plan = load_manifests(ctx)
+    assert first_waited == [True], "the other manifests were not read while the first was"
     ids = [t.task_id for t in plan.tasks]
     assert len(ids) == 6 and ids == sorted(ids)
     assert plan.manifest_paths == sorted(plan.manifest_paths)
