@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -72,11 +71,10 @@ def test_a_manifest_that_is_not_a_regular_file_is_refused_at_once(
     manifest.unlink()
     make(manifest)
     before = _tree(tmp)
-    t0 = time.monotonic()
-    r = run("commit-job", layout.dest, "--job-id", "job1", timeout=60)
-    elapsed = time.monotonic() - t0
+    # Opening a FIFO (or reading a device) blocks for ever: an answer at all is the proof that
+    # nothing blocked, whatever the time the machine takes to give it.
+    r = run("commit-job", layout.dest, "--job-id", "job1")
     assert r.code == 1, (r.code, r.out, r.err)
-    assert elapsed < 10  # the interpreter's start-up is most of it; a hang would time out
     assert "Traceback" not in r.err and "Traceback" not in r.out
     assert "no file was moved" in r.err
     # the problem line names the file and says what it is
@@ -94,7 +92,7 @@ def test_a_symlinked_partition_directory_is_refused_and_nothing_is_written_outsi
     layout = write_job(dest, "job1", standard_tasks())
     os.symlink(outside, dest / "year=2024")  # the partition two of the tasks write into
     before = _tree(tmp)
-    r = run("commit-job", layout.dest, "--job-id", "job1", timeout=60)
+    r = run("commit-job", layout.dest, "--job-id", "job1")
     assert r.code == 1, (r.code, r.out, r.err)
     assert "Traceback" not in r.err and "Traceback" not in r.out
     assert "symbolic link" in r.err and str(dest / "year=2024") in r.err

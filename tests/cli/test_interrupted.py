@@ -1,7 +1,7 @@
 """Interrupted job commits through the console script: ``status`` shows them, ``cleanup`` never
 removes them, ``resume`` / ``rollback`` / ``abort-job`` finish or undo them.
 
-The interrupted commit is real: a forked child runs a dynamic partition overwrite job commit and
+The interrupted commit is real: a child process runs a dynamic partition overwrite job commit and
 kills itself with SIGKILL just before its third file rename into the destination, after the
 replaced partitions were moved aside into the job directory.
 """
@@ -77,10 +77,12 @@ def _interrupted_commit(tmp: Path) -> tuple[JobLayout, dict[str, bytes]]:
         (dest / rel).write_bytes(data)
     before = visible_files(dest)
     layout = write_job(dest, JOB, standard_tasks())
-    child = multiprocessing.get_context("fork").Process(target=_commit_and_die,
-                                                        args=(str(dest),))
+    # From a fork server, not a fork of this process: a fork copies a lock that one of this
+    # process's threads (left by an earlier test) happened to hold, held for ever.
+    child = multiprocessing.get_context("forkserver").Process(target=_commit_and_die,
+                                                              args=(str(dest),))
     child.start()
-    child.join(120)
+    child.join(600)
     assert child.exitcode == -signal.SIGKILL, "the commit was meant to die mid-rename"
     journal = orjson.loads((Path(layout.attempt_dir) / "_journal.json").read_bytes())
     assert journal["state"] == "renaming"
