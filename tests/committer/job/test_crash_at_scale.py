@@ -44,7 +44,7 @@ def _child(dest: Path, crash_at: int | None) -> int | None:
     with _CHILD_LOCK:  # see test_crash_recovery._child: one child at a time
         child = _CONTEXT.Process(target=sc.child_main, args=(str(dest), crash_at))
         child.start()
-        child.join(300)
+        child.join(1800)  # generous: a loaded machine; an ended child never waits for it
         code = child.exitcode
         if code is None:
             child.kill()

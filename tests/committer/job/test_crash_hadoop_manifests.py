@@ -42,8 +42,11 @@ def _child(dest: Path, crash_at: int | None) -> int | None:
     with _CHILD_LOCK:
         child = _CONTEXT.Process(target=child_main, args=(str(dest), crash_at))
         child.start()
-        child.join(120)
+        child.join(600)  # generous: a loaded machine; an ended child never waits for it
         code = child.exitcode
+        if code is None:
+            child.kill()
+            child.join()
         child.close()
     return code
 

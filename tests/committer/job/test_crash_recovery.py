@@ -45,6 +45,9 @@ from tests.committer.job import crash_scenario as cs
 
 REPO = Path(__file__).resolve().parents[3]
 WORKERS = 4
+#: how long a child commit may take before it counts as hung (generous: the machine may be
+#: loaded; a child that does end never waits for it)
+CHILD_WAIT_S = 600
 
 
 _CONTEXT = multiprocessing.get_context("forkserver")
@@ -61,7 +64,7 @@ def _child(root: Path, mode: str, crash_after: int | None) -> int:
     with _CHILD_LOCK:
         child = _CONTEXT.Process(target=cs.child_main, args=(str(root), mode, crash_after))
         child.start()
-        child.join(120)
+        child.join(CHILD_WAIT_S)
         code = child.exitcode
         if code is None:
             child.kill()
@@ -78,7 +81,7 @@ def test_the_command_line_harness_dies_by_sigkill(tmp_path: Path) -> None:
     env = {**os.environ, cs.CRASH_ENV: "20"}
     run = subprocess.run([sys.executable, "-m", "tests.committer.job.crash_scenario",
                           str(tmp_path), "append"], cwd=REPO, env=env, capture_output=True,
-                         text=True, timeout=120, check=False)
+                         text=True, timeout=CHILD_WAIT_S, check=False)
     assert run.returncode == -9, run.stderr
     assert interrupted_commits(_store(tmp_path, None), str(cs.dest_of(tmp_path)))
 
