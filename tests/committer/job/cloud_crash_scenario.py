@@ -6,7 +6,9 @@ account) is a dynamic partition overwrite of a table that already holds data: a 
 job replaces (``p=0000``, moved aside and, after a rollback, restored), a partition it does not
 touch, a file at the top, and the previous job's ``_SUCCESS``. The committing process is a
 child of a fork server (``cloud_crash_child.py``) that reports its stages over a pipe; the test
-kills it with SIGKILL at a moment drawn within one stage of the uninterrupted commit's timeline.
+kills it with SIGKILL at a point drawn within one stage of the uninterrupted commit (a number of
+that stage's items done, or the end of the stage before one that reports no progress), where
+the child stops and waits for it: a point in the commit's work, not a moment of the clock.
 
 A snapshot lists everything below the table as the account reports it (every object with its
 size and identity: the etag on Data Lake, whose rename keeps it, else the MD5 a copy keeps;
@@ -24,7 +26,6 @@ import os
 import random
 import signal
 import threading
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -37,6 +38,7 @@ from committer import CommitterConfig
 from committer.job import JobCommitter
 from committer.store import ManagedStore, open_store
 from committer.testing.cloud_sim import CloudSim
+from tests.committer.job.cloud_crash_child import KillPoint, stage_label
 
 JOB = "jcloudcrash0001"
 TABLE = "table"
@@ -49,7 +51,8 @@ PREVIOUS_SUCCESS = orjson.dumps({"name": "org.apache.hadoop.fs.s3a.commit.files.
                                  "jobId": "job_previous", "success": True})
 REPLACED = "p=0000/"
 #: a commit's stages, in the order they run (``StageRunner`` names), and the share of kill
-#: points each gets: most of a commit's requests are renames (copies and batched deletes)
+#: points each gets: most of a commit's requests are renames (copies and batched deletes);
+#: ``save_success_marker`` reports no progress: its points are the end of the stage before it
 STAGE_WEIGHTS = {"load_manifests": 2, "replace_partitions": 1, "create_directories": 1,
                  "rename_files": 6, "save_success_marker": 1, "cleanup": 1}
 
@@ -79,21 +82,21 @@ class ChildRun:
         return next((str(e[1]) for e in self.events if e[0] == "failed"), None)
 
     def timeline(self) -> list[tuple[str, float]]:
-        """``(stage, seconds after "go" when it ended)`` for every stage that ended. A dynamic
-        overwrite moves the replaced partitions aside inside a first ``create_directories``
-        run: that one is named ``replace_partitions`` here."""
+        """``(stage, seconds after "go" when it ended)`` for every stage that ended, named by
+        ``stage_label`` (a dynamic overwrite's first ``create_directories`` run, which moves
+        the replaced partitions aside, is ``replace_partitions``)."""
         go = next(e[1] for e in self.events if e[0] == "go")
         seen: set[str] = set()
-        return [(_label(str(e[1]), seen), float(e[2]) - go)
+        return [(stage_label(str(e[1]), seen), float(e[2]) - go)
                 for e in self.events if e[0] == "stage"]
 
-
-def _label(name: str, seen: set[str]) -> str:
-    """The stage's name in a timeline (``seen``: the names so far, updated)."""
-    if name == "create_directories" and "replace_partitions" not in seen:
-        name = "replace_partitions"
-    seen.add(name)
-    return name
+    def totals(self) -> dict[str, int]:
+        """The number of items of each stage that reports progress, as it reported it."""
+        out: dict[str, int] = {}
+        for e in self.events:
+            if e[0] == "begin":
+                out.setdefault(str(e[1]), int(e[3]))
+        return out
 
 
 class CloudCrash:
@@ -131,23 +134,23 @@ class CloudCrash:
 
     # -- the committing process ---------------------------------------------------------------
 
-    def run_child(self, action: str, prepared: Prepared, kill_at: float | None = None,
-                  after: str | None = None) -> ChildRun:
-        """Run ``action`` in a child; with ``kill_at``, SIGKILL it that many seconds after it
-        reported "go" (or, with ``after``, after it reported the end of that stage)."""
+    def run_child(self, action: str, prepared: Prepared, kill: KillPoint | None = None
+                  ) -> ChildRun:
+        """Run ``action`` in a child; with ``kill``, SIGKILL it where it stops at that point
+        (if it gets there: a recovery may end before)."""
         from tests.committer.job.cloud_crash_child import child_main
 
-        with _CHILD_LOCK:  # one child at a time: the timings are the test's
+        with _CHILD_LOCK:  # one child at a time, alone with the account
             ours, theirs = _CONTEXT.Pipe(duplex=False)
             child = _CONTEXT.Process(
                 target=child_main,
                 args=(theirs, action, self.dest, JOB, prepared.job.committed,
-                      self.config_values))
+                      self.config_values, kill))
             child.start()
             theirs.close()
             run = ChildRun(killed=False)
             try:
-                run.killed = _follow(child.pid, ours, run.events, kill_at, after)
+                run.killed = _follow(child.pid, ours, run.events)
                 child.join(600)
                 if child.exitcode is None:
                     child.kill()
@@ -238,43 +241,41 @@ class CloudCrash:
         return out
 
 
-def _follow(pid: int | None, pipe: Connection, events: list[tuple[Any, ...]],
-            kill_at: float | None, after: str | None) -> bool:
-    """Collect the child's messages until it ends; kill it as asked. True if it was killed."""
-    anchor: float | None = None
-    seen: set[str] = set()
+def _follow(pid: int | None, pipe: Connection, events: list[tuple[Any, ...]]) -> bool:
+    """Collect the child's messages until it ends, killing it where it stopped to be killed.
+    True if it was killed."""
     while True:
-        timeout = None
-        if kill_at is not None and anchor is not None:
-            timeout = max(0.0, anchor + kill_at - time.monotonic())
-            if timeout == 0.0:
-                assert pid is not None
-                os.kill(pid, signal.SIGKILL)
-                return True
-        if not pipe.poll(timeout):
-            continue
         try:
             event = pipe.recv()
         except EOFError:
             return False
         events.append(event)
-        if event[0] == "go" and after is None:
-            anchor = event[1]
-        elif event[0] == "stage" and _label(str(event[1]), seen) == after and anchor is None:
-            anchor = event[2]
+        if event[0] == "armed":
+            assert pid is not None
+            os.kill(pid, signal.SIGKILL)
+            return True
         if event[0] in ("done", "failed"):
             return False  # the child's last word
 
 
-def kill_moment(reference: list[tuple[str, float]], stage: str,
-                rng: random.Random) -> tuple[str | None, float]:
-    """``(stage ending just before, seconds after that)``: a moment drawn uniformly within
-    ``stage`` of the reference timeline, anchored on the end of the stage before it."""
-    names = [name for name, _ in reference]
-    i = names.index(stage)
-    start = reference[i - 1][1] if i > 0 else 0.0
-    duration = reference[i][1] - start
-    return (names[i - 1] if i > 0 else None), rng.uniform(0.0, max(duration, 0.001))
+def kill_point(reference: ChildRun, stage: str, rng: random.Random) -> KillPoint:
+    """A point drawn uniformly within ``stage`` of the uninterrupted commit: the first progress
+    report with that many of its items done (the last report has them all: the point is always
+    reached, within the stage); for a stage that reports no progress, the end of the stage
+    before it."""
+    total = reference.totals().get(stage, 0)
+    if total > 0:
+        return KillPoint(stage, rng.randrange(total))
+    names = [name for name, _ in reference.timeline()]
+    return KillPoint(names[names.index(stage) - 1], 0, ended=True)
+
+
+def describe(point: KillPoint) -> str:
+    if point.ended:
+        return f"as {point.stage} ended"
+    if point.stage is None:
+        return f"at progress report {point.done}"
+    return f"in {point.stage} with {point.done} done"
 
 
 def differences(got: Snapshot, want: Snapshot) -> str:
