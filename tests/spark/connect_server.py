@@ -20,7 +20,7 @@ from committer.testing.emulators import free_port
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 READY_MARKER = "Spark Connect server started"
-READY_TIMEOUT_S = 180.0
+READY_TIMEOUT_S = 600.0  # generous: a loaded machine; a server that is ready never waits for it
 
 
 @dataclass

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import select
 import shutil
 import tempfile
 import time
@@ -17,6 +19,9 @@ from committer.testing.engine_python import engine_python
 DEFAULT_PROTOCOL = "org.apache.spark.sql.execution.datasources.SQLHadoopMapReduceCommitProtocol"
 PROTOCOL_KEY = "spark.sql.sources.commitProtocolClass"
 OUR_COMMITTER_NAMES = ("spark-manifest-committer",)
+#: how long a test waits for what must happen by itself (a process ending, Spark's listeners
+#: catching up): reached only when it does not, so the machine's speed never decides a test
+WAIT_S = 300.0
 
 
 @contextmanager
@@ -55,15 +60,58 @@ def rows(
     return sorted(tuple(r) for r in reader.load(str(path)).collect())
 
 
-def wait_until_no_task_runs(spark: Any, timeout: float = 60.0) -> None:
-    """Wait until the executors run no task. A failed job returns to the caller while the rest
-    of its stage may still be being killed; those tasks' aborts come after."""
-    tracker = spark.sparkContext._jsc.sc().statusTracker()
+def running_tasks(spark: Any) -> int:
+    """Task attempts the scheduler has launched whose end it has not been told of yet.
+
+    An attempt's end reaches the scheduler after the attempt has run all of itself, its
+    ``abortTask`` included. (The status tracker's count is no substitute: it is kept by a
+    listener behind the event bus, and its store writes a task's start only if the last write
+    is older than ``spark.ui.liveUpdate.period``; it can say 0 while an attempt runs.)"""
+    by_executor = spark.sparkContext._jsc.sc().taskScheduler().runningTasksByExecutors()
+    counts = by_executor.values().iterator()
+    running = 0
+    while counts.hasNext():
+        running += int(counts.next())
+    return running
+
+
+def drain_listener_events(spark: Any) -> None:
+    """Wait until every listener has handled every event posted so far. What Spark's status
+    stores show (SQL executions and their metrics, the status tracker) is kept by listeners
+    on an asynchronous event bus, behind what Spark has done."""
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(int(WAIT_S * 1000))
+
+
+def wait_until_no_task_runs(spark: Any, timeout: float = WAIT_S) -> None:
+    """Wait until every task attempt launched so far has ended. A failed job returns to the
+    caller while the rest of its stage may still be being killed; those attempts' aborts come
+    after, and may come after the job's abort."""
     deadline = time.monotonic() + timeout
-    while sum(e.numRunningTasks() for e in tracker.getExecutorInfos()) > 0:
+    while running_tasks(spark) > 0:
         if time.monotonic() > deadline:
-            raise AssertionError(f"tasks still running after {timeout} s")
+            raise AssertionError(f"task attempts still running after {timeout} s")
         time.sleep(0.05)
+
+
+def exit_watch(pid: int) -> int | None:
+    """A descriptor that becomes readable when process ``pid`` (any process, not only a child)
+    ends: open it before whatever should end the process. None if it is gone already."""
+    try:
+        return os.pidfd_open(pid)
+    except ProcessLookupError:
+        return None
+
+
+def wait_for_exit(watch: int | None, timeout: float = WAIT_S) -> bool:
+    """Whether the process of ``watch`` (:func:`exit_watch`) ended within ``timeout``; woken by
+    the kernel when it does, not by polling. Closes ``watch``."""
+    if watch is None:
+        return True
+    try:
+        ready, _, _ = select.select([watch], [], [], timeout)
+        return bool(ready)
+    finally:
+        os.close(watch)
 
 
 def data_files(root: Path) -> list[str]:
@@ -158,7 +206,7 @@ def intercepting_engine(spark: Any) -> Iterator[InterceptingEngine]:
     finally:
         # The engine finishes what it runs and exits; the shim would start a new one if asked.
         (directory / "stop").touch()
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + WAIT_S
         while ((directory / "started").exists() and not (directory / "stopped").exists()
                and time.monotonic() < deadline):
             time.sleep(0.02)

@@ -44,7 +44,7 @@ def _steps(server: ConnectServer, dest: Path) -> dict[str, Any]:
     env.pop("SPARK_REMOTE", None)
     done = subprocess.run(
         [sys.executable, "-m", "tests.spark.connect_client", server.url, str(dest)],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False,
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=600, check=False,
     )
     assert done.returncode == 0, (done.stdout, done.stderr[-4000:], server.log_tail())
     steps = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]

@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ import pytest
 
 from committer.spark.driver import PROTOCOL_VERSION
 from committer.spark.engine import CONF_KEY_PREFIXES, JVM_PROPERTIES
+from tests.spark.helpers import WAIT_S, exit_watch, wait_for_exit
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def _run(stdin: str) -> tuple[int, dict[str, object]]:
     proc = subprocess.run(
         [sys.executable, "-m", "committer.spark.driver"],
-        input=stdin.encode("utf-8"), capture_output=True, cwd=ROOT, timeout=120, check=False,
+        input=stdin.encode("utf-8"), capture_output=True, cwd=ROOT, timeout=WAIT_S, check=False,
     )
     return proc.returncode, json.loads(proc.stdout)
 
@@ -107,7 +107,7 @@ class _Engine:
 
     def close(self) -> int:
         self.stdin.close()
-        code = self.proc.wait(timeout=60)
+        code = self.proc.wait(timeout=WAIT_S)
         self.stdout.close()
         assert self.proc.stderr is not None
         self.proc.stderr.close()
@@ -135,15 +135,17 @@ def test_serve_answers_concurrent_requests_in_the_order_they_finish(tmp_path: Pa
     from committer.store import open_store
 
     slow_dest, quick_dest = tmp_path / "slow", tmp_path / "quick"
+    # The slow commit waits as long as the test holds the lock (an hour at most: what ends
+    # its wait is the release below, never the machine's speed).
     conf = {"mapreduce.manifest.committer.lock.mode": "always",
-            "mapreduce.manifest.committer.lock.wait.ms": "20000"}
+            "mapreduce.manifest.committer.lock.wait.ms": "3600000"}
     engine = _Engine()
     try:
         assert engine.call(1, _request("setupJob", slow_dest))["ok"]
         assert engine.call(2, _request("setupJob", quick_dest))["ok"]
         store = open_store(str(slow_dest))
-        lock = DestinationLock(store, str(slow_dest), "other-job", wait_ms=0, lease_ms=60_000,
-                               purpose="test")
+        lock = DestinationLock(store, str(slow_dest), "other-job", wait_ms=0,
+                               lease_ms=3_600_000, purpose="test")
         lock.acquire()
         try:
             engine.send(3, _request("commitJob", slow_dest, committedTasks=[], conf=conf))
@@ -167,7 +169,7 @@ def test_serve_finishes_running_requests_at_end_of_input(tmp_path: Path) -> None
     engine.stdin.close()  # as when the JVM dies right after sending
     request_id, response = engine.receive()
     assert (request_id, response["ok"]) == (2, True), response
-    assert engine.proc.wait(timeout=60) == 0
+    assert engine.proc.wait(timeout=WAIT_S) == 0
     assert (dest / "_SUCCESS").exists()
 
 
@@ -182,7 +184,7 @@ def test_serve_stdout_carries_only_responses(tmp_path: Path) -> None:
         "sys.exit(driver.Server(sys.stdin.buffer, driver._private_stdout(), noisy).serve())\n"
     )
     proc = subprocess.run([sys.executable, "-c", script], input=b'{"id":5,"request":{}}\n',
-                          capture_output=True, cwd=ROOT, timeout=60, check=False)
+                          capture_output=True, cwd=ROOT, timeout=WAIT_S, check=False)
     lines = proc.stdout.decode().splitlines()
     assert proc.returncode == 0, proc.stderr
     assert [json.loads(line).get("id") for line in lines] == [None, 5]
@@ -211,12 +213,11 @@ def test_serve_exits_when_its_parent_dies_even_if_input_stays_open(tmp_path: Pat
         assert launcher_proc.stdout.readline() == b"ready\n"
         engine_pid = int(pid_file.read_text())
         assert _alive(engine_pid)
+        watch = exit_watch(engine_pid)
         launcher_proc.kill()
-        launcher_proc.wait(timeout=30)
-        deadline = time.monotonic() + 10
-        while _alive(engine_pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not _alive(engine_pid), "the engine outlived its parent"
+        launcher_proc.wait(timeout=WAIT_S)
+        assert wait_for_exit(watch), "the engine outlived its parent"
+        assert not _alive(engine_pid)
     finally:
         os.close(write_end)
         launcher_proc.kill()

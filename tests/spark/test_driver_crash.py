@@ -19,7 +19,7 @@ from committer.job.durability.interrupted import interrupted_commits
 from committer.store import open_store
 from manifest_schema.journal import State
 from tests.spark.crash_driver import READY
-from tests.spark.helpers import assert_ours, data_files, success
+from tests.spark.helpers import WAIT_S, assert_ours, data_files, success
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -40,7 +40,7 @@ def _run_crashing_driver(dest: Path, etags: bool) -> subprocess.CompletedProcess
         start_new_session=True,
     )
     try:
-        out, err = proc.communicate(timeout=75)
+        out, err = proc.communicate(timeout=WAIT_S)  # a session of its own: generous
     finally:
         # Whatever is left of that group (nothing, normally).
         with contextlib.suppress(ProcessLookupError):
@@ -68,7 +68,7 @@ def test_driver_killed_during_job_commit_then_resume(spark: Any, spark_work_dir:
 
     cli = Path(sys.executable).parent / "manifest-committer"
     resumed = subprocess.run([str(cli), "resume", str(dest)], capture_output=True, text=True,
-                             timeout=60, check=False)
+                             timeout=WAIT_S, check=False)
     assert resumed.returncode == 0, (resumed.stdout, resumed.stderr)
 
     assert len(data_files(dest)) == FILES

@@ -7,7 +7,6 @@ import os
 import re
 import signal
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +15,16 @@ import pytest
 from committer.spark.engine import ENGINE_SCHEMES, forwarded
 from manifest_schema import TaskManifest
 from tests.spark.helpers import (
+    WAIT_S,
     assert_ours,
     data_files,
+    drain_listener_events,
+    exit_watch,
     intercepting_engine,
     rows,
     schema_validator,
     session_conf,
+    wait_for_exit,
 )
 
 pytestmark = pytest.mark.spark
@@ -149,10 +152,9 @@ def test_subprocess_engine_is_shared_by_jobs_and_replaced_when_it_dies(
     [engine] = default_engines(spark)
     spark.range(10).write.parquet(str(base / "second"))
     assert default_engines(spark) == [engine], "the second job must reuse the engine"
+    watch = exit_watch(engine)
     os.kill(engine, signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while engine in default_engines(spark) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    assert wait_for_exit(watch)
     spark.range(10).write.parquet(str(base / "third"))
     replacement = default_engines(spark)
     assert len(replacement) == 1 and replacement != [engine], (engine, replacement)
@@ -274,6 +276,8 @@ def test_shim_manifests_validate_against_schema_and_load(spark: Any, spark_work_
 
 
 def _last_write_metrics(spark: Any) -> dict[str, str]:
+    # the write's metrics reach the SQL status store through the event bus, after the write
+    drain_listener_events(spark)
     store = spark._jsparkSession.sharedState().statusStore()
     executions = store.executionsList()
     last = executions.apply(executions.size() - 1)
@@ -319,7 +323,8 @@ def test_concurrent_writes(spark: Any, spark_work_dir: Path) -> None:
     for t in threads:
         t.start()
     for t in threads:
-        t.join(timeout=300)
+        t.join(timeout=WAIT_S)
+    assert not any(t.is_alive() for t in threads), "a write did not end"
     assert errors == []
     for i in range(3):
         assert [r[0] for r in rows(spark, "parquet", base / f"own {i}")] == list(

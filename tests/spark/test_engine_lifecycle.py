@@ -7,10 +7,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from tests.spark.helpers import exit_watch, wait_for_exit
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -59,13 +60,6 @@ def _children_engines(parent: int) -> list[int]:
     return out
 
 
-def _wait_gone(pid: int, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return not _alive(pid)
-
-
 @pytest.mark.parametrize("ending", ["jvm killed", "session stopped"])
 def test_engine_exits_with_its_driver(tmp_path: Path, ending: str) -> None:
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
@@ -79,12 +73,16 @@ def test_engine_exits_with_its_driver(tmp_path: Path, ending: str) -> None:
         jvm = int(line.split()[1])
         [engine] = _children_engines(jvm)
         assert (tmp_path / "out" / "_SUCCESS").exists()
+        watch = exit_watch(engine)
         if ending == "jvm killed":
             os.kill(jvm, signal.SIGKILL)
         else:
             proc.stdin.write("\n")
             proc.stdin.flush()
-        assert _wait_gone(engine, 5.0), f"engine {engine} outlived its JVM ({ending})"
+        # it ends by itself (end of input, or its parent gone): a generous wait, woken by the
+        # kernel when it ends
+        assert wait_for_exit(watch), f"engine {engine} outlived its JVM ({ending})"
+        assert not _alive(engine)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)

@@ -9,7 +9,9 @@ every identity field, etags included, must match exactly; only timings and the w
 from __future__ import annotations
 
 import json
+import mmap
 import os
+import struct
 import subprocess
 import sys
 import textwrap
@@ -26,6 +28,7 @@ from committer.layout import CUSTOM_LOCATIONS_DIR
 from committer.store.local import file_etag
 from manifest_schema import DirStatus
 from manifest_schema.uris import uri_to_location
+from tests.spark.helpers import WAIT_S
 from tests.spark.task_driver import TaskDriver
 
 pytestmark = pytest.mark.spark
@@ -131,8 +134,10 @@ def test_python_and_java_task_commit_save_the_same_manifest(
 
 
 WATCHER = textwrap.dedent("""
-    import os, sys
-    target, stop = sys.argv[1], sys.argv[2]
+    import mmap, os, struct, sys
+    target, stop, counts = sys.argv[1], sys.argv[2], sys.argv[3]
+    with open(counts, "r+b") as f:
+        shared = mmap.mmap(f.fileno(), 16)
     polls = misses = 0
     while not os.path.exists(stop):
         for _ in range(200):
@@ -141,27 +146,56 @@ WATCHER = textwrap.dedent("""
                 os.stat(target)
             except FileNotFoundError:
                 misses += 1
+        struct.pack_into("<qq", shared, 0, polls, misses)  # how far it got, for the test
     print(polls, misses)
 """)
 
 
+class Watch:
+    """What the watcher has done so far, read from the memory it shares with the test."""
+
+    def __init__(self, shared: mmap.mmap) -> None:
+        self._shared = shared
+        self._seen = 0
+        self.polls = self.misses = 0
+
+    def _read(self) -> int:
+        polls, _misses = struct.unpack_from("<qq", self._shared, 0)
+        return int(polls)
+
+    def more(self, polls: int) -> None:
+        """Wait until the watcher has looked ``polls`` more times since the last call (a
+        generous wait: it is a process of its own, as slow as the machine makes it)."""
+        want = self._seen + polls
+        deadline = time.monotonic() + WAIT_S
+        while self._read() < want:
+            assert time.monotonic() < deadline, "the watcher stopped looking"
+            time.sleep(0.001)
+        self._seen = self._read()
+
+
 @contextmanager
-def watching(path: Path) -> Iterator[dict[str, int]]:
-    """A separate process stats ``path`` without pause while the block runs; the result holds
-    how often it looked and how often the file was missing."""
+def watching(path: Path) -> Iterator[Watch]:
+    """A separate process stats ``path`` without pause while the block runs; the watch says
+    how often it looked, and after the block how often the file was missing."""
     stop = path.parent / f".stop-{os.getpid()}"
-    result: dict[str, int] = {}
-    proc = subprocess.Popen([sys.executable, "-c", WATCHER, str(path), str(stop)],
+    counts = path.parent / f".counts-{os.getpid()}"
+    counts.write_bytes(bytes(16))
+    proc = subprocess.Popen([sys.executable, "-c", WATCHER, str(path), str(stop), str(counts)],
                             stdout=subprocess.PIPE, text=True)
+    with counts.open("r+b") as f:
+        shared = mmap.mmap(f.fileno(), 16)
+    watch = Watch(shared)
     try:
-        time.sleep(0.2)  # let it start polling
-        yield result
+        watch.more(200)  # it is looking
+        yield watch
     finally:
         stop.touch()
-        out, _ = proc.communicate(timeout=60)
+        out, _ = proc.communicate(timeout=WAIT_S)
         stop.unlink()
-    polls, misses = (int(x) for x in out.split())
-    result.update(polls=polls, misses=misses)
+        shared.close()
+        counts.unlink()
+    watch.polls, watch.misses = (int(x) for x in out.split())
 
 
 SAVES = 60
@@ -197,8 +231,9 @@ def test_a_later_attempt_replaces_the_manifest_with_never_a_moment_without_one(
     with watching(manifest) as seen:
         for attempt in range(1, SAVES + 1):
             commit(attempt)
-    assert seen["polls"] > SAVES * 10, seen  # it really watched throughout
-    assert seen["misses"] == 0, f"the manifest was missing {seen['misses']} times of {seen}"
+            seen.more(200)  # it was still looking after this save, and so as the next began
+    assert seen.polls >= (SAVES + 1) * 200  # it really watched throughout
+    assert seen.misses == 0, f"the manifest was missing {seen.misses} times of {seen.polls}"
     assert manifest_doc(manifest)["taskAttemptID"].endswith(f"_{SAVES}")
     assert not list(manifest.parent.glob("*.tmp"))
     driver.protocol.abortJob(driver.job_ctx)
