@@ -114,6 +114,41 @@ def wait_for_exit(watch: int | None, timeout: float = WAIT_S) -> bool:
         os.close(watch)
 
 
+# A process can end between opening its /proc entry and reading it: the read then fails with
+# ESRCH (ProcessLookupError), not ENOENT; both mean "gone".
+_GONE = (FileNotFoundError, ProcessLookupError)
+
+
+def proc_cmdline(pid: int) -> str:
+    """The command line of ``pid``, space-joined; empty if the process is gone."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except _GONE:
+        return ""
+
+
+def proc_stat(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state first, then the
+    parent's pid); None if the process is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
+    except _GONE:
+        return None
+    return stat.rsplit(")", 1)[1].split()
+
+
+def proc_alive(pid: int) -> bool:
+    """Running: neither gone nor a zombie awaiting its parent's wait."""
+    fields = proc_stat(pid)
+    return fields is not None and fields[0] != "Z"
+
+
+def proc_parent(pid: int) -> int:
+    """The parent's pid of ``pid``; 0 if the process is gone."""
+    fields = proc_stat(pid)
+    return 0 if fields is None else int(fields[1])
+
+
 def data_files(root: Path) -> list[str]:
     """Visible output files (what readers see), relative to ``root``."""
     return sorted(

@@ -13,7 +13,7 @@ import pytest
 
 from committer.spark.driver import PROTOCOL_VERSION
 from committer.spark.engine import CONF_KEY_PREFIXES, JVM_PROPERTIES
-from tests.spark.helpers import WAIT_S, exit_watch, wait_for_exit
+from tests.spark.helpers import WAIT_S, exit_watch, proc_alive, wait_for_exit
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -212,23 +212,14 @@ def test_serve_exits_when_its_parent_dies_even_if_input_stays_open(tmp_path: Pat
         assert launcher_proc.stdout is not None
         assert launcher_proc.stdout.readline() == b"ready\n"
         engine_pid = int(pid_file.read_text())
-        assert _alive(engine_pid)
+        assert proc_alive(engine_pid)
         watch = exit_watch(engine_pid)
         launcher_proc.kill()
         launcher_proc.wait(timeout=WAIT_S)
         assert wait_for_exit(watch), "the engine outlived its parent"
-        assert not _alive(engine_pid)
+        assert not proc_alive(engine_pid)
     finally:
         os.close(write_end)
         launcher_proc.kill()
         if launcher_proc.stdout is not None:
             launcher_proc.stdout.close()
-
-
-def _alive(pid: int) -> bool:
-    """Running (not a zombie awaiting its new parent's wait)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False

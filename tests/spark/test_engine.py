@@ -21,6 +21,8 @@ from tests.spark.helpers import (
     drain_listener_events,
     exit_watch,
     intercepting_engine,
+    proc_cmdline,
+    proc_parent,
     rows,
     schema_validator,
     session_conf,
@@ -79,7 +81,7 @@ def test_subprocess_gets_credentials_on_stdin_not_argv(spark: Any, spark_work_di
         spark__hadoop__fs__azure__account__key__example__dfs__core__windows__net=secret,
     ):
         spark.range(5).write.parquet(str(dest))
-        [engine_pid] = [p for p in engine_pids(spark) if str(wrapper) not in _cmdline(p)
+        [engine_pid] = [p for p in engine_pids(spark) if str(wrapper) not in proc_cmdline(p)
                         and _has_ancestor_cmdline(p, str(wrapper))]
     assert_ours(dest)
     argv = (record / "argv").read_text(encoding="utf-8")
@@ -91,32 +93,17 @@ def test_subprocess_gets_credentials_on_stdin_not_argv(spark: Any, spark_work_di
     assert secret in requests[1]["conf"].values()
     # Neither the engine's environment nor its command line holds the secret.
     assert secret.encode() not in Path(f"/proc/{engine_pid}/environ").read_bytes()
-    assert secret not in _cmdline(engine_pid)
-
-
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except FileNotFoundError:
-        return ""
+    assert secret not in proc_cmdline(engine_pid)
 
 
 def _has_ancestor_cmdline(pid: int, text: str) -> bool:
     for _ in range(3):
-        pid = _parent(pid)
+        pid = proc_parent(pid)
         if pid <= 1:
             return False
-        if text in _cmdline(pid):
+        if text in proc_cmdline(pid):
             return True
     return False
-
-
-def _parent(pid: int) -> int:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
-    except FileNotFoundError:
-        return 0
-    return int(stat.rsplit(")", 1)[1].split()[1])
 
 
 def engine_pids(spark: Any) -> list[int]:
@@ -127,11 +114,11 @@ def engine_pids(spark: Any) -> list[int]:
         if not entry.name.isdigit():
             continue
         pid = int(entry.name)
-        if "committer.spark.driver --serve" not in _cmdline(pid):
+        if "committer.spark.driver --serve" not in proc_cmdline(pid):
             continue
         ancestor = pid
         for _ in range(3):
-            ancestor = _parent(ancestor)
+            ancestor = proc_parent(ancestor)
             if ancestor == jvm_pid:
                 found.append(pid)
                 break
@@ -140,7 +127,7 @@ def engine_pids(spark: Any) -> list[int]:
 
 def default_engines(spark: Any) -> list[int]:
     """The engines of the session's own interpreter (not a test's wrapper script)."""
-    return [p for p in engine_pids(spark) if "python.sh" not in _cmdline(p)
+    return [p for p in engine_pids(spark) if "python.sh" not in proc_cmdline(p)
             and not _has_ancestor_cmdline(p, "python.sh")]
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.spark.helpers import exit_watch, wait_for_exit
+from tests.spark.helpers import exit_watch, proc_alive, proc_cmdline, proc_parent, wait_for_exit
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -34,29 +34,14 @@ spark.stop()
 """
 
 
-def _cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except FileNotFoundError:
-        return ""
-
-
-def _alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii")
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
 def _children_engines(parent: int) -> list[int]:
     out = []
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and "committer.spark.driver --serve" in _cmdline(int(entry.name)):
-            with contextlib.suppress(FileNotFoundError):
-                stat = (entry / "stat").read_text(encoding="ascii")
-                if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
-                    out.append(int(entry.name))
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        if "committer.spark.driver --serve" in proc_cmdline(pid) and proc_parent(pid) == parent:
+            out.append(pid)
     return out
 
 
@@ -82,7 +67,7 @@ def test_engine_exits_with_its_driver(tmp_path: Path, ending: str) -> None:
         # it ends by itself (end of input, or its parent gone): a generous wait, woken by the
         # kernel when it ends
         assert wait_for_exit(watch), f"engine {engine} outlived its JVM ({ending})"
-        assert not _alive(engine)
+        assert not proc_alive(engine)
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
