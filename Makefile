@@ -13,8 +13,11 @@ export SPARK35_VERSION
 VENV35 ?= .venv-spark35
 PYTHON35 := $(VENV35)/bin/python
 STAMP35 := $(VENV35)/.installed
-# Installing (editable) builds the C modules (setup.py).
+# Installing (editable) builds the C modules (setup.py), for the stable ABI: *.abi3.so.
 BUILD_INPUTS := pyproject.toml setup.py committer/store/local/_native.c committer/job/stages/_checks.c
+# A module built for one Python (*.cpython-311-*.so, as before the stable ABI) would be imported
+# before the *.abi3.so beside it: removed before each build.
+OLD_MODULES = rm -f committer/store/local/_native.cpython-*.so committer/job/stages/_checks.cpython-*.so
 # Then each environment compiles the shim's jar in place, against the pyspark it installed:
 # nothing is downloaded for it. (The editable install cannot: pip builds it in an isolated
 # environment before pyspark is installed. A wheel build compiles a jar per Spark line.)
@@ -44,6 +47,7 @@ $(STAMP): $(BUILD_INPUTS)
 	test -x $(PYTHON) || $(PY) -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --upgrade pip
 	$(PYTHON) -m pip install --quiet --no-compile $(STORED) 'pyspark==$(SPARK_VERSION)'
+	$(OLD_MODULES)
 	$(PYTHON) -m pip install --quiet --no-compile -e '.[dev]' 'pyspark==$(SPARK_VERSION)'
 	$(call compile,$(PYTHON))
 	touch $(STAMP)
@@ -57,6 +61,7 @@ $(STAMP35): $(BUILD_INPUTS)
 	test -x $(PYTHON35) || $(PY) -m venv $(VENV35)
 	$(PYTHON35) -m pip install --quiet --upgrade pip
 	$(PYTHON35) -m pip install --quiet --no-compile $(STORED) 'pyspark==$(SPARK35_VERSION)'
+	$(OLD_MODULES)
 	$(PYTHON35) -m pip install --quiet --no-compile -e '.[dev]' 'pyspark==$(SPARK35_VERSION)'
 	$(call compile,$(PYTHON35))
 	touch $(STAMP35)
