@@ -27,7 +27,7 @@ JAR_INPUTS := committer/spark/build.py committer/spark/jarbuild.py \
 	committer/spark/jvm/spark-lines.json \
 	$(wildcard committer/spark/jvm/src/manifestcommitter/spark/*.java)
 
-.PHONY: setup setup-python setup-spark35 test test-fast test-loaded test-spark35 test-crash-scale test-crash-cloud lint bench bench-emulators bench-spark \
+.PHONY: setup setup-python setup-spark35 test test-fast test-loaded test-spark35 test-pythons test-pythons-ci test-crash-scale test-crash-cloud lint bench bench-emulators bench-spark \
 	demo jar wheel clean
 
 # pip byte-compiles what it installs one file at a time: half the time of an install from a warm
@@ -162,11 +162,36 @@ clean:
 	rm -rf build dist committer/spark/jars *.egg-info .pytest_cache .mypy_cache .ruff_cache benchmarks/results
 	rm -f $(JAR_STAMP) $(JAR_STAMP35)
 
-# The release wheel, in dist/: the package with one jar per Spark line, each compiled against the
-# line's first release, which the build fetches through pip (pyspark 3.5.0 and 4.0.0, 751 MB;
-# the jars compiled against are kept in ~/.cache/spark-manifest-committer/build/).
-wheel:
-	$(PY) -m pip wheel --no-deps -w dist .
+# The release wheel, in dist/: one file for every CPython from 3.10 on (cp310-abi3) on Linux
+# (manylinux), the package with its two C modules built for the stable ABI and one jar per Spark
+# line, each compiled against the line's first release, which the build fetches through pip
+# (pyspark 3.5.0 and 4.0.0, 751 MB; the jars compiled against are kept in
+# ~/.cache/spark-manifest-committer/build/). Built by this checkout's environment (its pip, not
+# the system Python's), then checked: abi3audit (the modules use Python 3.10's stable ABI and
+# nothing else), auditwheel repair (they link nothing a manylinux platform lacks: it grafts no
+# library and tags the wheel; it needs patchelf on PATH, from the environment), and the file's
+# name and jars (tests/pythons.py --check).
+RAW_WHEELS := build/raw-wheel
+wheel: $(STAMP)
+	rm -rf $(RAW_WHEELS) build/lib.* build/bdist.* build/temp.*
+	rm -f dist/spark_manifest_committer-*.whl
+	$(PYTHON) -m pip wheel --quiet --no-deps -w $(RAW_WHEELS) .
+	$(BIN)/abi3audit --strict --summary $(RAW_WHEELS)/*.whl
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/auditwheel repair --wheel-dir dist $(RAW_WHEELS)/*.whl
+	$(PYTHON) -m tests.pythons --check dist/spark_manifest_committer-*.whl
+
+# The release wheel on each Python (tests/pythons.py): an environment per interpreter
+# (.venv-pythons/), the same wheel file installed in each (nothing built), then the fast suite,
+# a Spark 4 write through `configure` and through the --conf lines alone, and on the Pythons
+# pyspark 3.5 runs on, the Spark write modes on pyspark 3.5. An interpreter missing fails.
+PYTHONS ?= 3.10,3.11,3.12,3.13
+test-pythons: wheel $(NPM_STAMP)
+	$(PYTHON) -m tests.pythons --pythons $(PYTHONS) --wheel dist/spark_manifest_committer-*.whl
+# CI's share (.ci/run): on 3.10 and 3.12, the same wheel, the core tests and one Spark write.
+CI_PYTHONS ?= 3.10,3.12
+test-pythons-ci: wheel
+	$(PYTHON) -m tests.pythons --suite core --pythons $(CI_PYTHONS) \
+		--wheel dist/spark_manifest_committer-*.whl
 
 # The JVM shim jar for the installed pyspark (built in place by setup, else compiled and cached).
 jar: setup-python
