@@ -104,8 +104,9 @@ def _run(cmd: list[str], timeout: float, **kwargs: object) -> subprocess.Complet
             cmd, capture_output=True, text=True, timeout=timeout, check=False,
             **kwargs)  # type: ignore[call-overload]
         return done
-    except subprocess.TimeoutExpired as e:
-        return subprocess.CompletedProcess(cmd, -9, str(e.stdout or ""), f"timed out: {e}")
+    except subprocess.TimeoutExpired as e:  # its output is bytes, whatever text= said
+        out = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else ""
+        return subprocess.CompletedProcess(cmd, -9, out, f"timed out: {e}")
 
 
 def _tail(done: subprocess.CompletedProcess[str], lines: int = 25) -> str:
@@ -221,7 +222,8 @@ def run_pytest(python: Path, tree: Path, args: list[str], label: str,
                outcome: Outcome) -> bool:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["PATH"] = f"{python.parent}{os.pathsep}{env.get('PATH', '')}"
-    done = _run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], 3600,
+    # a bound for a hang: the fast suite took over an hour beside four others on a busy machine
+    done = _run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], 4 * 3600,
                 cwd=tree, env=env)
     last = [line for line in done.stdout.splitlines()
             if re.search(r"\d+ (passed|failed|errors?)\b", line)]
