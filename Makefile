@@ -13,8 +13,11 @@ export SPARK35_VERSION
 VENV35 ?= .venv-spark35
 PYTHON35 := $(VENV35)/bin/python
 STAMP35 := $(VENV35)/.installed
-# Installing (editable) builds the C modules (setup.py).
+# Installing (editable) builds the C modules (setup.py), for the stable ABI: *.abi3.so.
 BUILD_INPUTS := pyproject.toml setup.py committer/store/local/_native.c committer/job/stages/_checks.c
+# A module built for one Python (*.cpython-311-*.so, as before the stable ABI) would be imported
+# before the *.abi3.so beside it: removed before each build.
+OLD_MODULES = rm -f committer/store/local/_native.cpython-*.so committer/job/stages/_checks.cpython-*.so
 # Then each environment compiles the shim's jar in place, against the pyspark it installed:
 # nothing is downloaded for it. (The editable install cannot: pip builds it in an isolated
 # environment before pyspark is installed. A wheel build compiles a jar per Spark line.)
@@ -24,7 +27,7 @@ JAR_INPUTS := committer/spark/build.py committer/spark/jarbuild.py \
 	committer/spark/jvm/spark-lines.json \
 	$(wildcard committer/spark/jvm/src/manifestcommitter/spark/*.java)
 
-.PHONY: setup setup-python setup-spark35 test test-fast test-loaded test-spark35 test-crash-scale test-crash-cloud lint bench bench-emulators bench-spark \
+.PHONY: setup setup-python setup-spark35 test test-fast test-loaded test-spark35 test-pythons test-pythons-ci test-crash-scale test-crash-cloud lint bench bench-emulators bench-spark \
 	demo jar wheel clean
 
 # pip byte-compiles what it installs one file at a time: half the time of an install from a warm
@@ -44,6 +47,7 @@ $(STAMP): $(BUILD_INPUTS)
 	test -x $(PYTHON) || $(PY) -m venv $(VENV)
 	$(PYTHON) -m pip install --quiet --upgrade pip
 	$(PYTHON) -m pip install --quiet --no-compile $(STORED) 'pyspark==$(SPARK_VERSION)'
+	$(OLD_MODULES)
 	$(PYTHON) -m pip install --quiet --no-compile -e '.[dev]' 'pyspark==$(SPARK_VERSION)'
 	$(call compile,$(PYTHON))
 	touch $(STAMP)
@@ -57,6 +61,7 @@ $(STAMP35): $(BUILD_INPUTS)
 	test -x $(PYTHON35) || $(PY) -m venv $(VENV35)
 	$(PYTHON35) -m pip install --quiet --upgrade pip
 	$(PYTHON35) -m pip install --quiet --no-compile $(STORED) 'pyspark==$(SPARK35_VERSION)'
+	$(OLD_MODULES)
 	$(PYTHON35) -m pip install --quiet --no-compile -e '.[dev]' 'pyspark==$(SPARK35_VERSION)'
 	$(call compile,$(PYTHON35))
 	touch $(STAMP35)
@@ -127,9 +132,16 @@ test-loaded: setup
 test-fast: setup
 	$(PYTHON) -m pytest -q -m "not slow"
 
+# ruff and mypy --strict at the oldest Python the package supports (pyproject.toml: 3.10), then
+# at the newer ones the tests run on: what a later Python removed or changed shows there. ruff's
+# second run leaves out its upgrade rules (UP), which at 3.12 ask for what 3.10 lacks.
+LINT_DIRS := committer manifest_schema tests benchmarks
+MYPY_ALSO := 3.12 3.13
 lint: setup
-	$(BIN)/ruff check committer manifest_schema tests benchmarks
+	$(BIN)/ruff check $(LINT_DIRS)
+	$(BIN)/ruff check --target-version py312 --ignore UP $(LINT_DIRS)
 	$(BIN)/mypy
+	for version in $(MYPY_ALSO); do $(BIN)/mypy --python-version $$version || exit 1; done
 
 # Benchmarks: JSON results and a Markdown report under benchmarks/results/.
 # bench: local-disk job commit vs the os ceiling, and peak memory at a million files.
@@ -150,11 +162,36 @@ clean:
 	rm -rf build dist committer/spark/jars *.egg-info .pytest_cache .mypy_cache .ruff_cache benchmarks/results
 	rm -f $(JAR_STAMP) $(JAR_STAMP35)
 
-# The release wheel, in dist/: the package with one jar per Spark line, each compiled against the
-# line's first release, which the build fetches through pip (pyspark 3.5.0 and 4.0.0, 751 MB;
-# the jars compiled against are kept in ~/.cache/spark-manifest-committer/build/).
-wheel:
-	$(PY) -m pip wheel --no-deps -w dist .
+# The release wheel, in dist/: one file for every CPython from 3.10 on (cp310-abi3) on Linux
+# (manylinux), the package with its two C modules built for the stable ABI and one jar per Spark
+# line, each compiled against the line's first release, which the build fetches through pip
+# (pyspark 3.5.0 and 4.0.0, 751 MB; the jars compiled against are kept in
+# ~/.cache/spark-manifest-committer/build/). Built by this checkout's environment (its pip, not
+# the system Python's), then checked: abi3audit (the modules use Python 3.10's stable ABI and
+# nothing else), auditwheel repair (they link nothing a manylinux platform lacks: it grafts no
+# library and tags the wheel; it needs patchelf on PATH, from the environment), and the file's
+# name and jars (tests/pythons.py --check).
+RAW_WHEELS := build/raw-wheel
+wheel: $(STAMP)
+	rm -rf $(RAW_WHEELS) build/lib.* build/bdist.* build/temp.*
+	rm -f dist/spark_manifest_committer-*.whl
+	$(PYTHON) -m pip wheel --quiet --no-deps -w $(RAW_WHEELS) .
+	$(BIN)/abi3audit --strict --summary $(RAW_WHEELS)/*.whl
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/auditwheel repair --wheel-dir dist $(RAW_WHEELS)/*.whl
+	$(PYTHON) -m tests.pythons --check dist/spark_manifest_committer-*.whl
+
+# The release wheel on each Python (tests/pythons.py): an environment per interpreter
+# (.venv-pythons/), the same wheel file installed in each (nothing built), then the fast suite,
+# a Spark 4 write through `configure` and through the --conf lines alone, and on the Pythons
+# pyspark 3.5 runs on, the Spark write modes on pyspark 3.5. An interpreter missing fails.
+PYTHONS ?= 3.10,3.11,3.12,3.13
+test-pythons: wheel $(NPM_STAMP)
+	$(PYTHON) -m tests.pythons --pythons $(PYTHONS) --wheel dist/spark_manifest_committer-*.whl
+# CI's share (.ci/run): on 3.10 and 3.12, the same wheel, the core tests and one Spark write.
+CI_PYTHONS ?= 3.10,3.12
+test-pythons-ci: wheel
+	$(PYTHON) -m tests.pythons --suite core --pythons $(CI_PYTHONS) \
+		--wheel dist/spark_manifest_committer-*.whl
 
 # The JVM shim jar for the installed pyspark (built in place by setup, else compiled and cached).
 jar: setup-python

@@ -38,15 +38,20 @@ class BuildPyWithJars(build_py):
 
 
 # Both optional: a machine without a compiler installs fine and runs the same code in Python.
+# Both are written to Python 3.10's limited API and built for the stable ABI (``*.abi3.so``), so
+# one wheel per platform, tagged cp310-abi3, serves every CPython from 3.10 on.
+LIMITED_API = [("Py_LIMITED_API", "0x030A0000")]
 # The local-disk loops (rename, rmdir, stat, count) without the GIL
 # (committer/store/local/_native.c; Linux calls, else the ctypes loop).
 native = Extension("committer.store.local._native", ["committer/store/local/_native.c"],
-                   optional=True,
+                   optional=True, py_limited_api=True, define_macros=LIMITED_API,
                    extra_compile_args=["-O2"])
 # The load stage's whole-manifest entry checks in one pass (committer/job/stages/_checks.c).
 checks = Extension("committer.job.stages._checks", ["committer/job/stages/_checks.c"],
-                   optional=True, extra_compile_args=["-O2"])
+                   optional=True, py_limited_api=True, define_macros=LIMITED_API,
+                   extra_compile_args=["-O2"])
 setup(
     ext_modules=[checks, native] if sys.platform.startswith("linux") else [checks],
     cmdclass={"build_py": BuildPyWithJars},
+    options={"bdist_wheel": {"py_limited_api": "cp310"}},
 )

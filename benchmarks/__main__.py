@@ -27,6 +27,7 @@ SUITES: dict[str, str] = {
     "cloud-cpu": "benchmarks.cloud_cpu",
     "cloud-scale": "benchmarks.cloud_scale",
     "cloud-peers": "benchmarks.cloud_peers",
+    "c-paths": "benchmarks.c_paths",
 }
 DEFAULT = ("local-commit", "memory")
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from enum import StrEnum
+from enum import Enum
 from typing import Any
 
 import orjson
@@ -49,7 +49,16 @@ from manifest_schema import (
 from manifest_schema.uris import uri_to_location
 
 
-class Kind(StrEnum):
+class Kind(str, Enum):
+    """What a location holds. Prints as its value on every Python (what enum.StrEnum, 3.11+,
+    does; a plain str mixin prints as ``Kind.MANIFEST`` on 3.12+ and in str() on 3.10)."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
     MANIFEST = "task-manifest"
     SUCCESS = "success"
     SUMMARY = "summary-report"

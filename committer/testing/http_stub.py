@@ -15,9 +15,12 @@ import ssl
 import threading
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Self, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from aiohttp import web
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self is 3.11+; annotations only
 
 __all__ = ["FaultPlan", "RecordedRequest", "ThreadedServer", "drop_connection"]
 

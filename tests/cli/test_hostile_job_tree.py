@@ -5,7 +5,6 @@ one clear line on stderr (no traceback), and move nothing."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 from collections.abc import Callable
@@ -56,8 +55,14 @@ def _socket(path: Path) -> None:
     import socket
 
     s = socket.socket(socket.AF_UNIX)
-    with contextlib.chdir(path.parent):  # a socket's address is limited to 107 bytes
+    # A socket's address is limited to 107 bytes: bound by its name from its directory
+    # (contextlib.chdir is 3.11+).
+    here = os.getcwd()
+    os.chdir(path.parent)
+    try:
         s.bind(path.name)
+    finally:
+        os.chdir(here)
     s.close()
 
 

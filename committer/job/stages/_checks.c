@@ -13,7 +13,10 @@
  * the other per-entry loop of that stage; names_in is the directory fast path's per-file loop
  * (move_directories.py).
  *
- * Optional: built when a compiler is present (setup.py).
+ * Optional: built when a compiler is present (setup.py). Written to the limited API of Python
+ * 3.10 (setup.py defines Py_LIMITED_API), so one build (abi3) loads on every CPython from 3.10
+ * on: lists, tuples and strs are read through functions, not the macros that read their
+ * structs, and a str's characters through PyUnicode_AsUTF8AndSize.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -22,18 +25,52 @@
 
 static PyObject *KEY_s, *KEY_d, *KEY_z, *KEY_e, *KEY_t, *KEY_l;
 
-/* An exact str holding only ASCII: its characters are its bytes. */
-static int
-ascii_str(PyObject *o)
+/* The characters of an exact str holding only ASCII, which are then its bytes: a pointer into
+ * the str (valid while it lives, NUL-terminated) and their count; NULL for anything else, with
+ * no exception set. (CPython hands out an ASCII str's own buffer here; a str that is not ASCII
+ * is given a UTF-8 copy, kept with it, which only tells us to decline.) */
+static const char *
+ascii_chars(PyObject *o, Py_ssize_t *len)
 {
-    return PyUnicode_CheckExact(o) && PyUnicode_IS_ASCII(o);
+    if (!PyUnicode_CheckExact(o))
+        return NULL;
+    Py_ssize_t size;
+    const char *p = PyUnicode_AsUTF8AndSize(o, &size);
+    if (p == NULL) {  /* a lone surrogate: not ASCII */
+        PyErr_Clear();
+        return NULL;
+    }
+    if (size != PyUnicode_GetLength(o))
+        return NULL;
+    *len = size;
+    return p;
 }
+
+/* The reserved words, taken out of their tuple once per call. */
+typedef struct {
+    const char *p;
+    Py_ssize_t n;
+} word;
+
+#define MAX_RESERVED 16
+typedef struct {
+    word w[MAX_RESERVED];
+    Py_ssize_t count;
+} words;
 
 static int
 contains(const char *p, Py_ssize_t n, const char *word, Py_ssize_t w)
 {
-    for (Py_ssize_t i = 0; i + w <= n; i++) {
-        if (p[i] == word[0] && memcmp(p + i, word, (size_t)w) == 0)
+    /* the word's first character found by memchr (many bytes a step; glibc's memmem costs
+     * more on paths this short) */
+    if (w > n)
+        return 0;
+    const char *end = p + n - w + 1;
+    for (const char *s = p; s < end; s++) {
+        s = memchr(s, word[0], (size_t)(end - s));
+        if (s == NULL)
+            return 0;
+        if (memcmp(s, word, (size_t)w) == 0)
             return 1;
     }
     return 0;
@@ -43,53 +80,66 @@ contains(const char *p, Py_ssize_t n, const char *word, Py_ssize_t w)
  * leading, trailing or doubled '/'), no segment starting with '.', no '%' and no NUL; with
  * `reserved`, none of those words anywhere in it. */
 static int
-plain_rel(const char *p, Py_ssize_t n, PyObject *reserved)
+plain_rel(const char *p, Py_ssize_t n, const words *reserved)
 {
     if (n == 0 || p[0] == '/' || p[0] == '.' || p[n - 1] == '/')
         return 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        char c = p[i];
-        if (c == '%' || c == '\0')
-            return 0;
-        /* p[n - 1] is not '/', so p[i + 1] exists here */
-        if (c == '/' && (p[i + 1] == '/' || p[i + 1] == '.'))
+    /* memchr looks at many bytes a step: a few calls beat a loop over every character */
+    if (memchr(p, '%', (size_t)n) != NULL || memchr(p, '\0', (size_t)n) != NULL)
+        return 0;
+    /* p[n - 1] is not '/', so a character follows each '/' */
+    for (const char *s = memchr(p, '/', (size_t)n); s != NULL;
+            s = memchr(s + 1, '/', (size_t)(p + n - (s + 1)))) {
+        if (s[1] == '/' || s[1] == '.')
             return 0;
     }
     if (reserved != NULL) {
-        Py_ssize_t k = PyTuple_GET_SIZE(reserved);
-        for (Py_ssize_t j = 0; j < k; j++) {
-            PyObject *word = PyTuple_GET_ITEM(reserved, j);
-            if (contains(p, n, (const char *)PyUnicode_DATA(word), PyUnicode_GET_LENGTH(word)))
+        for (Py_ssize_t j = 0; j < reserved->count; j++) {
+            if (contains(p, n, reserved->w[j].p, reserved->w[j].n))
                 return 0;
         }
     }
     return 1;
 }
 
-/* `uri` starts with the ASCII `prefix` and the rest is a plain relative path: its offset,
- * else -1. */
+/* An ASCII string's characters and their count. */
+typedef struct {
+    const char *p;
+    Py_ssize_t n;
+} chars;
+
+/* The ASCII `uri` starts with the ASCII `prefix` and the rest is a plain relative path: its
+ * offset, else -1. */
 static Py_ssize_t
-plain_under(PyObject *uri, PyObject *prefix, PyObject *reserved)
+plain_under(chars uri, chars prefix, const words *reserved)
 {
-    Py_ssize_t n = PyUnicode_GET_LENGTH(uri), k = PyUnicode_GET_LENGTH(prefix);
-    const char *u = (const char *)PyUnicode_DATA(uri);
-    if (n < k || memcmp(u, PyUnicode_DATA(prefix), (size_t)k) != 0)
+    if (uri.n < prefix.n || memcmp(uri.p, prefix.p, (size_t)prefix.n) != 0)
         return -1;
-    return plain_rel(u + k, n - k, reserved) ? k : -1;
+    return plain_rel(uri.p + prefix.n, uri.n - prefix.n, reserved) ? prefix.n : -1;
 }
+
+/* A buffer to join strings in, grown as needed, freed by the caller. */
+typedef struct {
+    char *p;
+    size_t cap;
+} scratch;
 
 /* ASCII `prefix` + uri[cut:] as a new str. */
 static PyObject *
-rebase(PyObject *prefix, PyObject *uri, Py_ssize_t cut)
+rebase(chars prefix, chars uri, Py_ssize_t cut, scratch *buf)
 {
-    Py_ssize_t k = PyUnicode_GET_LENGTH(prefix), rest = PyUnicode_GET_LENGTH(uri) - cut;
-    PyObject *out = PyUnicode_New(k + rest, 127);
-    if (out == NULL)
-        return NULL;
-    char *p = (char *)PyUnicode_DATA(out);
-    memcpy(p, PyUnicode_DATA(prefix), (size_t)k);
-    memcpy(p + k, (const char *)PyUnicode_DATA(uri) + cut, (size_t)rest);
-    return out;
+    size_t k = (size_t)prefix.n, rest = (size_t)(uri.n - cut);
+    if (k + rest > buf->cap) {
+        char *grown = PyMem_Realloc(buf->p, k + rest);
+        if (grown == NULL)
+            return PyErr_NoMemory();
+        buf->p = grown;
+        buf->cap = k + rest;
+    }
+    memcpy(buf->p, prefix.p, k);
+    memcpy(buf->p + k, uri.p + cut, rest);
+    /* decoding ASCII is a copy into the new str */
+    return PyUnicode_FromStringAndSize(buf->p, (Py_ssize_t)(k + rest));
 }
 
 /* An exact dict whose keys are all exact str: looking a key up in it runs no Python code (no
@@ -134,26 +184,34 @@ non_negative_int(PyObject *o)
     return overflow > 0 || (overflow == 0 && v >= 0);
 }
 
+/* The characters of args[0..n), each an ASCII str: 1, else 0 (no exception). */
 static int
-all_ascii(PyObject *const *args, Py_ssize_t n)
+all_ascii(PyObject *const *args, Py_ssize_t n, chars *out)
 {
     for (Py_ssize_t i = 0; i < n; i++) {
-        if (!ascii_str(args[i]))
+        if ((out[i].p = ascii_chars(args[i], &out[i].n)) == NULL)
             return 0;
     }
     return 1;
 }
 
+/* A tuple of at most MAX_RESERVED non-empty ASCII strs, taken into `out`: 1, else 0 (no
+ * exception; the caller declines). The tuple is kept alive by the caller's argument. */
 static int
-reserved_words(PyObject *reserved)
+reserved_words(PyObject *reserved, words *out)
 {
     if (!PyTuple_CheckExact(reserved))
         return 0;
-    for (Py_ssize_t j = 0; j < PyTuple_GET_SIZE(reserved); j++) {
-        PyObject *w = PyTuple_GET_ITEM(reserved, j);
-        if (!ascii_str(w) || PyUnicode_GET_LENGTH(w) == 0)
+    Py_ssize_t k = PyTuple_Size(reserved);
+    if (k > MAX_RESERVED)
+        return 0;
+    for (Py_ssize_t j = 0; j < k; j++) {
+        const char *p = ascii_chars(PyTuple_GetItem(reserved, j), &out->w[j].n);
+        if (p == NULL || out->w[j].n == 0)
             return 0;
+        out->w[j].p = p;
     }
+    out->count = k;
     return 1;
 }
 
@@ -170,10 +228,10 @@ six_arguments(const char *name, Py_ssize_t nargs)
 static int
 add_new(PyObject *set, PyObject *o)
 {
-    Py_ssize_t before = PySet_GET_SIZE(set);
+    Py_ssize_t before = PySet_Size(set);
     if (PySet_Add(set, o) < 0)
         return -1;
-    return PySet_GET_SIZE(set) > before;
+    return PySet_Size(set) > before;
 }
 
 PyDoc_STRVAR(files_doc,
@@ -187,19 +245,24 @@ files(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (!six_arguments("files", nargs))
         return NULL;
-    PyObject *list = args[0], *own_uri = args[1], *dest_uri = args[2], *own = args[3],
-             *dest_prefix = args[4], *reserved = args[5];
-    if (!all_ascii(args + 1, 4) || !reserved_words(reserved) || !PyList_CheckExact(list)
-            || PyList_GET_SIZE(list) == 0)
+    PyObject *list = args[0];
+    chars prefixes[4];  /* own_uri, dest_uri, own, dest_prefix */
+    words reserved;
+    if (!all_ascii(args + 1, 4, prefixes) || !reserved_words(args[5], &reserved)
+            || !PyList_CheckExact(list) || PyList_Size(list) == 0)
         Py_RETURN_NONE;
-    Py_ssize_t n = PyList_GET_SIZE(list);
+    chars own_uri = prefixes[0], dest_uri = prefixes[1], own = prefixes[2],
+          dest_prefix = prefixes[3];
+    Py_ssize_t n = PyList_Size(list);
     PyObject *out = PyList_New(n);
     PyObject *sources = PySet_New(NULL), *dests = PySet_New(NULL);
+    scratch buf = {NULL, 0};
     if (out == NULL || sources == NULL || dests == NULL)
         goto error;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *entry = PyList_GET_ITEM(list, i);
+        PyObject *entry = PyList_GetItem(list, i);
         PyObject *s, *d, *z, *e;
+        chars sc, dc;
         if (!plain_dict(entry))
             goto decline;
         int rs = get(entry, KEY_s, &s), rd = get(entry, KEY_d, &d), rz = get(entry, KEY_z, &z),
@@ -210,11 +273,11 @@ files(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto decline;
         if (!re)
             e = Py_None;
-        if (!ascii_str(s) || !ascii_str(d) || !non_negative_int(z)
-                || !(e == Py_None || PyUnicode_CheckExact(e)))
+        if ((sc.p = ascii_chars(s, &sc.n)) == NULL || (dc.p = ascii_chars(d, &dc.n)) == NULL
+                || !non_negative_int(z) || !(e == Py_None || PyUnicode_CheckExact(e)))
             goto decline;
-        Py_ssize_t cut_s = plain_under(s, own_uri, NULL);
-        Py_ssize_t cut_d = plain_under(d, dest_uri, reserved);
+        Py_ssize_t cut_s = plain_under(sc, own_uri, NULL);
+        Py_ssize_t cut_d = plain_under(dc, dest_uri, &reserved);
         if (cut_s < 0 || cut_d < 0)
             goto decline;
         int new_s = add_new(sources, s), new_d = add_new(dests, d);
@@ -222,8 +285,8 @@ files(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto error;
         if (!new_s || !new_d)
             goto decline;
-        PyObject *src = rebase(own, s, cut_s);
-        PyObject *dst = src == NULL ? NULL : rebase(dest_prefix, d, cut_d);
+        PyObject *src = rebase(own, sc, cut_s, &buf);
+        PyObject *dst = src == NULL ? NULL : rebase(dest_prefix, dc, cut_d, &buf);
         if (dst == NULL) {
             Py_XDECREF(src);
             goto error;
@@ -238,24 +301,28 @@ files(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             Py_DECREF(e);
             goto error;
         }
-        PyTuple_SET_ITEM(t, 0, src);
-        PyTuple_SET_ITEM(t, 1, dst);
-        PyTuple_SET_ITEM(t, 2, z);
-        PyTuple_SET_ITEM(t, 3, e);
-        PyList_SET_ITEM(out, i, t);
+        /* each steals its item; on a new tuple and list neither can fail */
+        PyTuple_SetItem(t, 0, src);
+        PyTuple_SetItem(t, 1, dst);
+        PyTuple_SetItem(t, 2, z);
+        PyTuple_SetItem(t, 3, e);
+        PyList_SetItem(out, i, t);
     }
     Py_DECREF(sources);
     Py_DECREF(dests);
+    PyMem_Free(buf.p);
     return out;
 decline:
     Py_DECREF(out);
     Py_DECREF(sources);
     Py_DECREF(dests);
+    PyMem_Free(buf.p);
     Py_RETURN_NONE;
 error:
     Py_XDECREF(out);
     Py_XDECREF(sources);
     Py_XDECREF(dests);
+    PyMem_Free(buf.p);
     return NULL;
 }
 
@@ -271,26 +338,30 @@ directories(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     if (!six_arguments("directories", nargs))
         return NULL;
-    PyObject *list = args[0], *dest_uri = args[1], *root_uri = args[2],
-             *dest_prefix = args[3], *statuses = args[4], *reserved = args[5];
-    if (!all_ascii(args + 1, 3) || !reserved_words(reserved) || !PyList_CheckExact(list)
-            || !PyAnySet_CheckExact(statuses))
+    PyObject *list = args[0], *dest_uri = args[1], *root_uri = args[2], *statuses = args[4];
+    chars prefixes[3];  /* dest_uri, root_uri, dest_prefix */
+    words reserved;
+    if (!all_ascii(args + 1, 3, prefixes) || !reserved_words(args[5], &reserved)
+            || !PyList_CheckExact(list) || !PyAnySet_CheckExact(statuses))
         Py_RETURN_NONE;
+    chars dest = prefixes[0], dest_prefix = prefixes[2];
     PyObject *out = PyDict_New();
+    scratch buf = {NULL, 0};
     if (out == NULL)
         return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(list);
+    Py_ssize_t n = PyList_Size(list);
     /* One pass: any entry declined declines the whole list, so the order of the checks does
      * not change the answer; the destination itself is checked for types like the rest. */
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *entry = PyList_GET_ITEM(list, i);
+        PyObject *entry = PyList_GetItem(list, i);
         PyObject *d, *t, *l;
+        chars dc;
         if (!plain_dict(entry))
             goto decline;
         int rd = get(entry, KEY_d, &d), rt = get(entry, KEY_t, &t), rl = get(entry, KEY_l, &l);
         if (rd < 0 || rt < 0 || rl < 0)
             goto error;
-        if (!rd || !ascii_str(d))
+        if (!rd || (dc.p = ascii_chars(d, &dc.n)) == NULL)
             goto decline;
         if (rt) {
             if (!PyLong_CheckExact(t))
@@ -308,29 +379,32 @@ directories(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             goto error;
         if (is_root)  /* the destination itself exists: nothing to create */
             continue;
-        Py_ssize_t cut = plain_under(d, dest_uri, reserved);
+        Py_ssize_t cut = plain_under(dc, dest, &reserved);
         if (cut < 0)
             goto decline;
-        PyObject *loc = rebase(dest_prefix, d, cut);
+        PyObject *loc = rebase(dest_prefix, dc, cut, &buf);
         if (loc == NULL)
             goto error;
-        PyObject *level = rl ? Py_NewRef(l) : PyLong_FromLong(0);
-        if (level == NULL) {
-            Py_DECREF(loc);
-            goto error;
+        /* the first entry of a repeated directory wins */
+        int had = PyDict_Contains(out, loc);
+        if (had == 0) {
+            PyObject *level = rl ? Py_NewRef(l) : PyLong_FromLong(0);
+            had = level == NULL ? -1 : PyDict_SetItem(out, loc, level);
+            Py_XDECREF(level);
         }
-        PyObject *had = PyDict_SetDefault(out, loc, level);
         Py_DECREF(loc);
-        Py_DECREF(level);
-        if (had == NULL)
+        if (had < 0)
             goto error;
     }
+    PyMem_Free(buf.p);
     return out;
 decline:
     Py_DECREF(out);
+    PyMem_Free(buf.p);
     Py_RETURN_NONE;
 error:
     Py_DECREF(out);
+    PyMem_Free(buf.p);
     return NULL;
 }
 
@@ -355,14 +429,14 @@ note_destinations(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *entries = args[0], *seen = args[1], *suspects = args[2], *parents = args[3];
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(entries); i++) {
-        PyObject *entry = PyList_GET_ITEM(entries, i);
-        if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) < 2 ||
-            !PyUnicode_CheckExact(PyTuple_GET_ITEM(entry, 1))) {
+    for (Py_ssize_t i = 0; i < PyList_Size(entries); i++) {
+        PyObject *entry = PyList_GetItem(entries, i);
+        if (!PyTuple_CheckExact(entry) || PyTuple_Size(entry) < 2 ||
+            !PyUnicode_CheckExact(PyTuple_GetItem(entry, 1))) {
             PyErr_SetString(PyExc_TypeError, "entries must be tuples with a str destination");
             return NULL;
         }
-        PyObject *dest = PyTuple_GET_ITEM(entry, 1);
+        PyObject *dest = PyTuple_GetItem(entry, 1);
         Py_hash_t h = PyObject_Hash(dest);
         if (h == -1)
             return NULL;
@@ -374,7 +448,7 @@ note_destinations(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         Py_DECREF(key);
         if (added < 0)
             return NULL;
-        Py_ssize_t n = PyUnicode_GET_LENGTH(dest);
+        Py_ssize_t n = PyUnicode_GetLength(dest);
         Py_ssize_t slash = PyUnicode_FindChar(dest, '/', 0, n, -1);
         if (slash == -2)
             return NULL;
@@ -405,16 +479,16 @@ names_in(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     }
     PyObject *paths = args[0], *directory = args[1];
-    Py_ssize_t k = PyUnicode_GET_LENGTH(directory), n = PyList_GET_SIZE(paths);
+    Py_ssize_t k = PyUnicode_GetLength(directory), n = PyList_Size(paths);
     PyObject *out = PyList_New(n);
     if (out == NULL)
         return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *path = PyList_GET_ITEM(paths, i);
+        PyObject *path = PyList_GetItem(paths, i);
         if (!PyUnicode_CheckExact(path))
             goto decline;
-        Py_ssize_t len = PyUnicode_GET_LENGTH(path);
-        if (len < k + 2 || PyUnicode_READ_CHAR(path, k) != '/')
+        Py_ssize_t len = PyUnicode_GetLength(path);
+        if (len < k + 2 || PyUnicode_ReadChar(path, k) != '/')
             goto decline;
         Py_ssize_t head = PyUnicode_Tailmatch(path, directory, 0, k, -1);
         Py_ssize_t slash = head == 1 ? PyUnicode_FindChar(path, '/', k + 1, len, 1) : -1;
@@ -425,7 +499,7 @@ names_in(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
         PyObject *name = PyUnicode_Substring(path, k + 1, len);
         if (name == NULL)
             goto error;
-        PyList_SET_ITEM(out, i, name);
+        PyList_SetItem(out, i, name);  /* steals; cannot fail on a new list */
     }
     return out;
 decline:
@@ -446,8 +520,11 @@ static PyMethodDef methods[] = {
 };
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "_checks",
-    "The whole-manifest entry checks of committer.job.untrusted, in C.", -1, methods,
+    PyModuleDef_HEAD_INIT,
+    .m_name = "_checks",
+    .m_doc = "The whole-manifest entry checks of committer.job.untrusted, in C.",
+    .m_size = -1,
+    .m_methods = methods,
 };
 
 PyMODINIT_FUNC

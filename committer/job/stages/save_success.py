@@ -14,7 +14,7 @@ import logging
 import socket
 import time
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 
 from committer import statistics as st
 from committer.config import CommitterConfig
@@ -52,7 +52,7 @@ def build_summary(
         job_id=layout.job_id,
         success=success,
         timestamp=int(now * 1000),
-        date=datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds"),
+        date=datetime.fromtimestamp(now, timezone.utc).isoformat(timespec="milliseconds"),
         hostname=socket.gethostname(),
         description=description,
         job_id_source="spark.sql.sources.writeJobUUID",

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import UTC
+from datetime import timezone
 from typing import Any
 
 from committer.errors import StoreError
@@ -63,7 +63,7 @@ class GcsToken:
             register_secret(token.split(" ", 1)[-1])
         expiry = getattr(getattr(self._credentials, "credentials", None), "expiry", None)
         if expiry is not None:
-            until = expiry.replace(tzinfo=UTC).timestamp() - _REFRESH_MARGIN_S
+            until = expiry.replace(tzinfo=timezone.utc).timestamp() - _REFRESH_MARGIN_S
         else:
             until = time.time() + _NO_EXPIRY_RECHECK_S
         self._headers, self._until = headers, until

@@ -8,6 +8,7 @@ import asyncio
 import base64
 import json
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -75,14 +76,28 @@ def _checksum(obj: Mapping[str, Any]) -> str | None:
     return f"crc32c:{crc}" if crc else None
 
 
+# An RFC 3339 time as the service (and fake-gcs-server, with up to nine digits of a second or
+# none) writes it.
+_RFC3339 = re.compile(r"(\d{4}-\d\d-\d\d[Tt ]\d\d:\d\d:\d\d)(?:\.(\d+))?([Zz]|[+-]\d\d:\d\d)?")
+
+
 def _ts(text: Any) -> float | None:
+    """Seconds since the epoch of an RFC 3339 time (microseconds kept, further digits cut),
+    None if it is none. Parsed here, not by ``datetime.fromisoformat`` alone, which before
+    Python 3.11 takes neither "Z" nor a fraction of other than three or six digits."""
     if not text:
         return None
     from datetime import datetime
 
+    found = _RFC3339.fullmatch(str(text))
+    if found is None:
+        return None
+    whole, fraction, zone = found.groups()
+    micros = (fraction or "")[:6].ljust(6, "0")
+    offset = "+00:00" if zone in ("Z", "z") else zone or ""
     try:
-        return datetime.fromisoformat(str(text).replace("Z", "+00:00")).timestamp()
-    except ValueError:
+        return datetime.fromisoformat(f"{whole}.{micros}{offset}").timestamp()
+    except ValueError:  # a month 13, a day 32, ...
         return None
 
 def _error_message(content: bytes) -> str:

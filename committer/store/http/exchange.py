@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import sys
 from typing import Protocol, cast
 
 from committer.store.http.messages import BadAnswer, BodyTooLarge, Origin, Response, find_header
@@ -39,11 +40,14 @@ MAX_HEAD_BYTES = 64 * 1024
 _MAX_CHUNK_LINE = 4096  # a chunk-size line with its extensions
 _HEX_DIGITS = b"0123456789abcdefABCDEF"
 # RFC 9112's status line and field lines (no obs-fold; no control characters but HTAB),
-# checked over the whole head in one match (~1.6 us an answer)
-_TEXT = r"[\t\x20-\x7e\x80-\xff]*+"
+# checked over the whole head in one match (~1.6 us an answer). Possessive repeats (Python
+# 3.11+) spare a failed match its backtracking; 3.10 has only greedy ones, which accept and
+# refuse the same heads (each class excludes what may follow it).
+_ONCE = "+" if sys.version_info >= (3, 11) else ""
+_TEXT = rf"[\t\x20-\x7e\x80-\xff]*{_ONCE}"
 _STATUS_LINE = re.compile(rf"HTTP/1\.[01] [1-5][0-9][0-9](?: {_TEXT})?")
-_FIELD_LINE = re.compile(rf"[!#$%&'*+.^_`|~0-9A-Za-z-]++:{_TEXT}")
-_HEAD = re.compile(rf"{_STATUS_LINE.pattern}(?:\r\n{_FIELD_LINE.pattern})*+")
+_FIELD_LINE = re.compile(rf"[!#$%&'*+.^_`|~0-9A-Za-z-]+{_ONCE}:{_TEXT}")
+_HEAD = re.compile(rf"{_STATUS_LINE.pattern}(?:\r\n{_FIELD_LINE.pattern})*{_ONCE}")
 # where a chunked body's parser is
 _CHUNK_SIZE, _CHUNK_DATA, _CHUNK_END, _CHUNK_TRAILERS = range(4)
 

@@ -12,7 +12,10 @@
  * here for the same reason: each is one stat per file, hundreds of thousands in a large commit.
  *
  * Optional: built when a compiler is present (setup.py), otherwise LocalStore uses its
- * ctypes loop with the same behaviour. Linux only (renameat2, unlinkat).
+ * ctypes loop with the same behaviour. Linux only (renameat2, unlinkat). Written to the limited
+ * API of Python 3.10 (setup.py defines Py_LIMITED_API), so one build (abi3) loads on every
+ * CPython from 3.10 on: lists, tuples, strs and bytes are read through functions, not the
+ * macros that read their structs.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -46,40 +49,43 @@ do_renameat2(int sfd, const char *src, int dfd, const char *dst, unsigned int fl
 /* The char pointers of paths[i][cut:] for the exact strs of a list, NULL (exception set) if
  * one is not an exact str, is shorter than cut or holds a NUL (the kernel would read a shorter
  * path than the caller meant). An ASCII str's characters are its bytes, NUL-terminated, so its
- * pointer is into the str itself; any other is encoded as os.fsencode would, into `keep`. The
- * caller keeps `paths` (and `keep`) alive while the pointers are used. */
+ * pointer is into the str itself (PyUnicode_AsUTF8AndSize hands out an ASCII str's own
+ * buffer); any other is encoded as os.fsencode would, into `keep`. The caller keeps `paths`
+ * (and `keep`) alive while the pointers are used. */
 static const char **
 paths_of(PyObject *paths, Py_ssize_t item, Py_ssize_t cut, PyObject *keep)
 {
-    Py_ssize_t n = PyList_GET_SIZE(paths);
+    Py_ssize_t n = PyList_Size(paths);
     const char **out = PyMem_Malloc(sizeof(char *) * (size_t)(n > 0 ? n : 1));
     if (out == NULL) {
         PyErr_NoMemory();
         return NULL;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *s = PyList_GET_ITEM(paths, i);
+        PyObject *s = PyList_GetItem(paths, i);
         if (item >= 0) {  /* a list of tuples: take their item `item` */
-            if (!PyTuple_CheckExact(s) || PyTuple_GET_SIZE(s) <= item) {
+            if (!PyTuple_CheckExact(s) || PyTuple_Size(s) <= item) {
                 PyErr_SetString(PyExc_TypeError, "entries must be tuples of paths");
                 goto fail;
             }
-            s = PyTuple_GET_ITEM(s, item);
+            s = PyTuple_GetItem(s, item);
         }
         if (!PyUnicode_CheckExact(s)) {
             PyErr_SetString(PyExc_TypeError, "paths must be str");
             goto fail;
         }
-        Py_ssize_t len = PyUnicode_GET_LENGTH(s);
+        Py_ssize_t len = PyUnicode_GetLength(s);
         if (cut < 0 || cut > len) {
             PyErr_SetString(PyExc_ValueError, "a path is shorter than its directory");
             goto fail;
         }
-        const char *p;
         Py_ssize_t bytes;
-        if (PyUnicode_IS_ASCII(s)) {
-            p = (const char *)PyUnicode_DATA(s) + cut;
-            bytes = len - cut;
+        const char *p = PyUnicode_AsUTF8AndSize(s, &bytes);
+        if (p == NULL)  /* a lone surrogate (an undecodable byte): os.fsencode decides */
+            PyErr_Clear();
+        if (p != NULL && bytes == len) {  /* ASCII */
+            p += cut;
+            bytes -= cut;
         } else {
             PyObject *rest = PyUnicode_Substring(s, cut, len);
             PyObject *encoded = rest == NULL ? NULL : PyUnicode_EncodeFSDefault(rest);
@@ -90,8 +96,10 @@ paths_of(PyObject *paths, Py_ssize_t item, Py_ssize_t cut, PyObject *keep)
             Py_DECREF(encoded);  /* `keep` holds it */
             if (kept < 0)
                 goto fail;
-            p = PyBytes_AS_STRING(encoded);
-            bytes = PyBytes_GET_SIZE(encoded);
+            char *data;
+            if (PyBytes_AsStringAndSize(encoded, &data, &bytes) < 0)
+                goto fail;
+            p = data;
         }
         if ((Py_ssize_t)strlen(p) != bytes) {
             PyErr_SetString(PyExc_ValueError, "embedded NUL in a path");
@@ -122,11 +130,11 @@ rename_into(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "O!nnin" "O!I", &PyList_Type, &entries, &start, &stop, &sfd,
                           &s_cut, &PyList_Type, &fd_list, &flags))
         return NULL;
-    if (start < 0 || stop < start || stop > PyList_GET_SIZE(entries)) {
+    if (start < 0 || stop < start || stop > PyList_Size(entries)) {
         PyErr_SetString(PyExc_ValueError, "start and stop must lie within the entries");
         return NULL;
     }
-    if (PyList_GET_SIZE(fd_list) != stop - start) {
+    if (PyList_Size(fd_list) != stop - start) {
         PyErr_SetString(PyExc_ValueError, "one directory fd is needed per entry");
         return NULL;
     }
@@ -141,14 +149,14 @@ rename_into(PyObject *self, PyObject *args)
     if ((s = paths_of(todo, 0, s_cut, keep)) == NULL ||
         (d = paths_of(todo, 1, 0, keep)) == NULL)
         goto done;
-    Py_ssize_t n = PyList_GET_SIZE(todo), i = 0;
+    Py_ssize_t n = PyList_Size(todo), i = 0;
     dfds = PyMem_Malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
     if (dfds == NULL) {
         PyErr_NoMemory();
         goto done;
     }
     for (i = 0; i < n; i++) {
-        long fd = PyLong_AsLong(PyList_GET_ITEM(fd_list, i));
+        long fd = PyLong_AsLong(PyList_GetItem(fd_list, i));
         if (fd == -1 && PyErr_Occurred())
             goto done;
         dfds[i] = fd < 0 || fd > INT_MAX ? -1 : (int)fd;
@@ -191,13 +199,13 @@ rmdir_paths(PyObject *self, PyObject *args)
     Py_ssize_t cut;
     if (!PyArg_ParseTuple(args, "iO!n", &fd, &PyList_Type, &paths, &cut))
         return NULL;
-    PyObject *copy = PyList_GetSlice(paths, 0, PyList_GET_SIZE(paths));
+    PyObject *copy = PyList_GetSlice(paths, 0, PyList_Size(paths));
     PyObject *keep = PyList_New(0);
     const char **p = NULL;
     PyObject *result = NULL;
     if (copy == NULL || keep == NULL || (p = paths_of(copy, -1, cut, keep)) == NULL)
         goto done;
-    Py_ssize_t n = PyList_GET_SIZE(copy), removed = 0;
+    Py_ssize_t n = PyList_Size(copy), removed = 0;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
         if (unlinkat(fd, p[i], AT_REMOVEDIR) == 0)
@@ -223,15 +231,15 @@ regular_files(PyObject *self, PyObject *args)
     PyObject *names, *size_list;
     if (!PyArg_ParseTuple(args, "iO!O!", &fd, &PyList_Type, &names, &PyList_Type, &size_list))
         return NULL;
-    PyObject *copy = PyList_GetSlice(names, 0, PyList_GET_SIZE(names));
+    PyObject *copy = PyList_GetSlice(names, 0, PyList_Size(names));
     PyObject *keep = PyList_New(0);
     const char **p = NULL;
     long long *sizes = NULL;
     PyObject *result = NULL;
     if (copy == NULL || keep == NULL)
         goto done;
-    Py_ssize_t n = PyList_GET_SIZE(copy);
-    if (PyList_GET_SIZE(size_list) != n) {
+    Py_ssize_t n = PyList_Size(copy);
+    if (PyList_Size(size_list) != n) {
         PyErr_SetString(PyExc_ValueError, "one size is needed per name");
         goto done;
     }
@@ -243,7 +251,7 @@ regular_files(PyObject *self, PyObject *args)
         goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *z = PyList_GET_ITEM(size_list, i);
+        PyObject *z = PyList_GetItem(size_list, i);
         sizes[i] = z == Py_None ? -1 : PyLong_AsLongLong(z);
         if (sizes[i] == -1 && PyErr_Occurred())
             goto done;
@@ -331,9 +339,9 @@ identify(PyObject *self, PyObject *args)
     PyObject *entries, *prefix;
     if (!PyArg_ParseTuple(args, "iO!U", &fd, &PyList_Type, &entries, &prefix))
         return NULL;
-    Py_ssize_t cut = PyUnicode_GET_LENGTH(prefix);
+    Py_ssize_t cut = PyUnicode_GetLength(prefix);
     /* a private copy keeps the tuples (so their strs) alive and the list's contents fixed */
-    PyObject *todo = PyList_GetSlice(entries, 0, PyList_GET_SIZE(entries));
+    PyObject *todo = PyList_GetSlice(entries, 0, PyList_Size(entries));
     PyObject *keep = PyList_New(0), *sources = PyList_New(0);
     PyObject *out = NULL, *bad = NULL, *result = NULL;
     const char **p = NULL;
@@ -343,7 +351,7 @@ identify(PyObject *self, PyObject *args)
     int *ok = NULL;
     if (todo == NULL || keep == NULL || sources == NULL)
         goto done;
-    Py_ssize_t n = PyList_GET_SIZE(todo), m = 0;
+    Py_ssize_t n = PyList_Size(todo), m = 0;
     index = PyMem_Malloc(sizeof(Py_ssize_t) * (size_t)(n > 0 ? n : 1));
     sizes = PyMem_Malloc(sizeof(long long) * (size_t)(n > 0 ? n : 1));
     if (index == NULL || sizes == NULL) {
@@ -351,17 +359,17 @@ identify(PyObject *self, PyObject *args)
         goto done;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *e = PyList_GET_ITEM(todo, i);
-        if (!PyTuple_CheckExact(e) || PyTuple_GET_SIZE(e) != 4) {
+        PyObject *e = PyList_GetItem(todo, i);
+        if (!PyTuple_CheckExact(e) || PyTuple_Size(e) != 4) {
             PyErr_SetString(PyExc_TypeError, "entries must be 4-tuples");
             goto done;
         }
-        if (PyTuple_GET_ITEM(e, 3) != Py_None)
+        if (PyTuple_GetItem(e, 3) != Py_None)
             continue;
-        long long z = PyLong_AsLongLong(PyTuple_GET_ITEM(e, 2));
+        long long z = PyLong_AsLongLong(PyTuple_GetItem(e, 2));
         if (z == -1 && PyErr_Occurred())
             goto done;
-        PyObject *src = PyTuple_GET_ITEM(e, 0);
+        PyObject *src = PyTuple_GetItem(e, 0);
         Py_ssize_t below = PyUnicode_Check(src)
             ? PyUnicode_Tailmatch(src, prefix, 0, PY_SSIZE_T_MAX, -1) : 0;
         if (below != 1) {
@@ -427,15 +435,12 @@ identify(PyObject *self, PyObject *args)
     Py_END_ALLOW_THREADS
     if ((out = PyList_New(n)) == NULL || (bad = PyList_New(0)) == NULL)
         goto done;
-    for (Py_ssize_t i = 0; i < n; i++) {  /* every slot filled before anything can fail */
-        PyObject *e = PyList_GET_ITEM(todo, i);
-        Py_INCREF(e);
-        PyList_SET_ITEM(out, i, e);
-    }
+    for (Py_ssize_t i = 0; i < n; i++)  /* every slot filled before anything can fail */
+        PyList_SetItem(out, i, Py_NewRef(PyList_GetItem(todo, i)));  /* steals; cannot fail */
     char buf[80];
     for (Py_ssize_t k = 0; k < m; k++) {
         Py_ssize_t i = index[k];
-        PyObject *e = PyList_GET_ITEM(todo, i);
+        PyObject *e = PyList_GetItem(todo, i);
         int regular = ok[k] && S_ISREG(found[k].st_mode);
         if (!regular || (long long)found[k].st_size != sizes[k]) {
             PyObject *row = regular ? Py_BuildValue("(nL)", i, (long long)found[k].st_size)
@@ -453,15 +458,11 @@ identify(PyObject *self, PyObject *args)
             Py_XDECREF(ident);
             goto done;
         }
-        for (int j = 0; j < 3; j++) {
-            PyObject *item = PyTuple_GET_ITEM(e, j);
-            Py_INCREF(item);
-            PyTuple_SET_ITEM(t, j, item);
-        }
-        PyTuple_SET_ITEM(t, 3, ident);
-        PyObject *old = PyList_GET_ITEM(out, i);
-        PyList_SET_ITEM(out, i, t);
-        Py_DECREF(old);
+        /* each steals its item (the list's the entry it replaces); none can fail here */
+        for (int j = 0; j < 3; j++)
+            PyTuple_SetItem(t, j, Py_NewRef(PyTuple_GetItem(e, j)));
+        PyTuple_SetItem(t, 3, ident);
+        PyList_SetItem(out, i, t);
     }
     result = PyTuple_Pack(2, out, bad);
 done:
@@ -499,7 +500,7 @@ holds_names(PyObject *self, PyObject *args)
     PyObject *names, *prefix_obj, *suffix_obj;
     if (!PyArg_ParseTuple(args, "iO!OO", &fd, &PyList_Type, &names, &prefix_obj, &suffix_obj))
         return NULL;
-    PyObject *a = PyList_GetSlice(names, 0, PyList_GET_SIZE(names));
+    PyObject *a = PyList_GetSlice(names, 0, PyList_Size(names));
     PyObject *keep = PyList_New(0);
     PyObject *pre = NULL, *suf = NULL;
     const char **wanted = NULL;
@@ -518,11 +519,13 @@ holds_names(PyObject *self, PyObject *args)
     }
     if ((wanted = paths_of(a, -1, 0, keep)) == NULL)
         goto done;
-    Py_ssize_t nw = PyList_GET_SIZE(a), count = 0, matched = 0;
-    const char *sp = pre == NULL ? NULL : PyBytes_AS_STRING(pre);
-    const char *ss = suf == NULL ? NULL : PyBytes_AS_STRING(suf);
-    size_t lp = pre == NULL ? 0 : (size_t)PyBytes_GET_SIZE(pre);
-    size_t ls = suf == NULL ? 0 : (size_t)PyBytes_GET_SIZE(suf);
+    Py_ssize_t nw = PyList_Size(a), count = 0, matched = 0;
+    char *sp = NULL, *ss = NULL;
+    Py_ssize_t np = 0, ns = 0;
+    if ((pre != NULL && PyBytes_AsStringAndSize(pre, &sp, &np) < 0)
+            || (suf != NULL && PyBytes_AsStringAndSize(suf, &ss, &ns) < 0))
+        goto done;
+    size_t lp = (size_t)np, ls = (size_t)ns;
     int err = 0, refused = 0;
     Py_BEGIN_ALLOW_THREADS
     qsort(wanted, (size_t)nw, sizeof(char *), compare_names);

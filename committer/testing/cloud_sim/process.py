@@ -23,13 +23,16 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlencode
 
 import orjson
 
 from committer.testing.cloud_sim.options import SimOptions
 from committer.testing.emulators import AZURITE_ACCOUNT, AZURITE_KEY, stop_process
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing.Self is 3.11+; annotations only
 
 __all__ = ["CloudSim", "CloudSimError", "start_cloud_sim"]
 
