@@ -24,7 +24,7 @@ JAR_INPUTS := committer/spark/build.py committer/spark/jarbuild.py \
 	committer/spark/jvm/spark-lines.json \
 	$(wildcard committer/spark/jvm/src/manifestcommitter/spark/*.java)
 
-.PHONY: setup setup-python setup-spark35 test test-fast test-loaded test-spark35 test-crash-scale test-crash-cloud lint bench bench-emulators bench-spark \
+.PHONY: setup setup-python setup-spark35 jvm-artifacts jvm-artifacts-spark35 test test-fast test-loaded test-spark35 test-crash-scale test-crash-cloud lint bench bench-emulators bench-spark \
 	demo jar wheel clean
 
 # pip byte-compiles what it installs one file at a time: half the time of an install from a warm
@@ -65,7 +65,18 @@ $(JAR_STAMP35): $(STAMP35) $(JAR_INPUTS)
 	$(PYTHON35) -m committer.spark.build --in-place
 	touch $(JAR_STAMP35)
 
-setup-spark35: $(STAMP35) $(JAR_STAMP35)
+# The JVM jars the tests put beside pyspark's (Hadoop's cloud connectors, a MiniDFSCluster,
+# spark-hadoop-cloud), pinned per Spark line with their SHA-256 in
+# committer/testing/jvm_artifacts.py, fetched from Maven Central into
+# ~/.cache/spark-manifest-committer/jars/ (checked each time, downloaded once per machine).
+# `make test` needs them; the demo does not.
+jvm-artifacts: $(STAMP)
+	$(PYTHON) -m committer.testing.jvm_artifacts --line 4 >/dev/null
+
+jvm-artifacts-spark35: $(STAMP35)
+	$(PYTHON35) -m committer.testing.jvm_artifacts --line 3.5 >/dev/null
+
+setup-spark35: $(STAMP35) $(JAR_STAMP35) jvm-artifacts-spark35
 
 # Azurite (the Azure Blob emulator the tests and benchmarks start) comes from npm.
 NPM_STAMP := node_modules/.installed
@@ -76,7 +87,7 @@ $(NPM_STAMP): package.json package-lock.json
 # The Python side (the environment and its jar): all `make demo` needs.
 setup-python: $(STAMP) $(JAR_STAMP)
 
-setup: setup-python $(NPM_STAMP)
+setup: setup-python $(NPM_STAMP) jvm-artifacts
 
 # The whole suite (what .ci/run calls).
 # The 40,000-file SIGKILL test (tests/committer/job/test_crash_at_scale.py) runs this many
