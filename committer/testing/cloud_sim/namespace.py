@@ -235,6 +235,9 @@ class Namespace:
         self.files = 0  # objects stored (files; directories counted apart)
         self.dirs = 0  # hierarchical directories stored
         self._rng = random.Random(seed)
+        #: Data Lake appends not yet flushed, by the ``seq`` of the file's record: position ->
+        #: bytes (a flush makes a new record; a record renamed keeps its uncommitted data)
+        self.uncommitted: dict[int, dict[int, bytes]] = {}
 
     # -- records ---------------------------------------------------------------------------
 
@@ -280,6 +283,7 @@ class Namespace:
 
     def reset(self) -> None:
         self.buckets.clear()
+        self.uncommitted.clear()
         self.files = self.dirs = 0
 
     # -- paths -----------------------------------------------------------------------------
