@@ -96,7 +96,7 @@ def test_abfs_endpoint_names_the_data_lake_endpoint_as_abfs_reaches_it() -> None
     # ABFS ignores a value without a port; so does the engine
     plain = storage_options_from_hadoop({**conf, "fs.azure.abfs.endpoint": "localhost"}, dest)
     assert plain == {"account_name": "devstoreaccount1", "account_key": key}
-    with pytest.raises(ConfigError, match="fs.azure.abfs.endpoint"):
+    with pytest.raises(ConfigError, match=r"fs\.azure\.abfs\.endpoint"):
         storage_options_from_hadoop({**conf, "fs.azure.abfs.endpoint": "host:port"}, dest)
 
 
