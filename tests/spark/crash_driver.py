@@ -33,7 +33,7 @@ from committer.store.local import LocalStore
 READY = "crash-driver: session ready"
 
 
-def install_kill_switch(kill_after: int, store_class: type[Store] = LocalStore) -> None:
+def install_kill_switch(kill_after: int, store_class: type[Any] = LocalStore) -> None:
     """Kill this process group once ``kill_after`` data files were renamed into the
     destination by ``store_class``'s renames (local disk; or ``AsyncStore``, under every
     cloud backend)."""
@@ -74,8 +74,8 @@ def install_kill_switch(kill_after: int, store_class: type[Store] = LocalStore) 
             inside_run.active = False
         return len(entries), []
 
-    store_class.rename_file = rename_file  # type: ignore[method-assign]
-    store_class.rename_batch = rename_batch  # type: ignore[method-assign]
+    store_class.rename_file = rename_file
+    store_class.rename_batch = rename_batch
 
 
 def strip_identities_before_job_commit() -> None:
