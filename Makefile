@@ -118,11 +118,14 @@ test-crash-cloud: setup
 # The Spark suite's share that proves a Spark line works, on Spark 3.5: every write mode against
 # Spark's own committer, the engine process, failed overwrites keeping the old data, task
 # commit races, a driver killed mid-commit then resumed, the packaged jar's selection, a
-# filesystem only the JVM opens committed by Hadoop's committer.
+# filesystem only the JVM opens committed by Hadoop's committer, Data Lake and GCS through
+# Hadoop's own connectors (3.3.4's hadoop-azure, the GCS connector's Hadoop 3 line), a real
+# HDFS (MiniDFSCluster) committed by Spark's usual committer.
 SPARK35_TESTS := tests/spark/test_writes.py tests/spark/test_engine.py \
 	tests/spark/test_overwrite_safety.py tests/spark/test_failures.py \
 	tests/spark/test_task_commit.py tests/spark/test_driver_crash.py tests/spark/test_build.py \
-	tests/spark/test_task_etags.py tests/spark/test_jvm_only_filesystem.py
+	tests/spark/test_task_etags.py tests/spark/test_jvm_only_filesystem.py \
+	tests/spark/test_cloud_connectors.py tests/spark/test_hdfs.py
 test-spark35: setup-spark35
 	$(PYTHON35) -m pytest -q $(SPARK35_TESTS)
 

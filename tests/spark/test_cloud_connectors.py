@@ -242,27 +242,31 @@ FILES = 2 * PARTITIONS
 KILL_AFTER = 6
 
 
-def _crash(store: CloudTarget, dest: str, setup: Path) -> subprocess.CompletedProcess[str]:
+def _crash(store: CloudTarget, dests: list[str], setup: Path) -> None:
+    """A crashing driver per destination, run side by side (each a JVM of its own), each
+    killed during its job commit: the job's journal says it was renaming."""
     env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
-    proc = subprocess.Popen(
+    procs = [subprocess.Popen(
         [sys.executable, "-m", "tests.spark.cloud_crash_driver", str(setup), dest, str(ROWS),
          str(PARTITIONS), str(KILL_AFTER)],
         cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=240)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        if proc.returncode is None:
-            out, err = proc.communicate()
-    done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-    assert READY in done.stdout, done.stderr[-3000:]
-    assert done.returncode == -signal.SIGKILL, (done.returncode, done.stdout,
-                                                done.stderr[-3000:])
-    [found] = interrupted_commits(store.engine_store(dest), dest)
-    assert found.journal is not None and found.journal.state == State.RENAMING
-    return done
+        start_new_session=True) for dest in dests]
+    done = []
+    for proc in procs:
+        try:
+            out, err = proc.communicate(timeout=300)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            if proc.returncode is None:
+                out, err = proc.communicate()
+        done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    for dest, run in zip(dests, done, strict=True):
+        assert READY in run.stdout, run.stderr[-3000:]
+        assert run.returncode == -signal.SIGKILL, (run.returncode, run.stdout,
+                                                   run.stderr[-3000:])
+        [found] = interrupted_commits(store.engine_store(dest), dest)
+        assert found.journal is not None and found.journal.state == State.RENAMING
 
 
 def _cli(store: CloudTarget, command: str, dest: str) -> None:
@@ -279,31 +283,31 @@ def test_driver_killed_during_job_commit_then_resume_and_rollback(
     setup.write_text(json.dumps({"jars": [str(p) for p in conftest.CONNECTORS.values()],
                                  "hadoop": dict(store.hadoop)}), encoding="utf-8")
     line = _line(spark)
+    resumed, rolled_back = (store.uri(f"killed-resumed-{line}"),
+                            store.uri(f"killed-rolled-back-{line}"))
+    # Data in the second destination before its job.
+    _frame(spark, 0, 12).write.partitionBy("p").parquet(rolled_back)
+    before_rows = rows(spark, "parquet", rolled_back)
+    before = _data_objects(store, rolled_back)
+    _crash(store, [resumed, rolled_back], setup)
 
     # Killed mid-rename, then resumed from the shell: the output complete.
-    dest = store.uri(f"killed-resumed-{line}")
-    _crash(store, dest, setup)
-    visible = _data_objects(store, dest)
+    visible = _data_objects(store, resumed)
     assert KILL_AFTER <= len(visible) < FILES, sorted(visible)
-    assert not store.objects(store.key(dest) + "/_SUCCESS")
-    _cli(store, "resume", dest)
-    assert len(_data_objects(store, dest)) == FILES
-    assert _summary(store, dest)["metrics"]["committer_files_committed"] == FILES
-    got = spark.read.parquet(dest).selectExpr("count(*)", "count(distinct id)", "sum(id)",
-                                              "count(distinct p)").first()
+    assert not store.objects(store.key(resumed) + "/_SUCCESS")
+    _cli(store, "resume", resumed)
+    assert len(_data_objects(store, resumed)) == FILES
+    assert _summary(store, resumed)["metrics"]["committer_files_committed"] == FILES
+    got = spark.read.parquet(resumed).selectExpr("count(*)", "count(distinct id)", "sum(id)",
+                                                 "count(distinct p)").first()
     assert tuple(got) == (ROWS, ROWS, ROWS * (ROWS - 1) // 2, PARTITIONS)
 
-    # A second run: data there before, an append killed mid-rename, then rolled back.
-    dest = store.uri(f"killed-rolled-back-{line}")
-    _frame(spark, 0, 12).write.partitionBy("p").parquet(dest)
-    before_rows = rows(spark, "parquet", dest)
-    before = _data_objects(store, dest)
-    _crash(store, dest, setup)
-    assert len(_data_objects(store, dest)) >= len(before) + KILL_AFTER
-    _cli(store, "rollback", dest)
-    assert _data_objects(store, dest) == before
-    assert rows(spark, "parquet", dest) == before_rows
-    assert not [k for k in store.objects(store.key(dest)) if "/_temporary/" in k]
+    # The other run: its append killed mid-rename, then rolled back: the data as before.
+    assert len(_data_objects(store, rolled_back)) >= len(before) + KILL_AFTER
+    _cli(store, "rollback", rolled_back)
+    assert _data_objects(store, rolled_back) == before
+    assert rows(spark, "parquet", rolled_back) == before_rows
+    assert not [k for k in store.objects(store.key(rolled_back)) if "/_temporary/" in k]
 
 
 def test_the_engine_commits_and_is_asked(spark: Any, store: CloudTarget) -> None:
