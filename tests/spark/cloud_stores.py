@@ -87,6 +87,27 @@ def adls_target(sim: CloudSim) -> CloudTarget:
     })
 
 
+def blob_target(sim: CloudSim) -> CloudTarget:
+    """A flat (no namespace) account through ABFS's Blob client (Hadoop 3.5): the namespace
+    known (``fs.azure.account.hns.enabled``: ABFS would otherwise probe it with a Data Lake
+    request at the Blob endpoint its override names), the Blob service for everything
+    (``fs.azure.fns.account.service.type``, ``fs.azure.ingress.service.type``). The engine
+    reaches the same host:port from ``fs.azure.abfs.endpoint`` and learns the account is
+    flat by asking it."""
+    sim.populate([{"bucket": "flat", "key": "README", "data_b64": ""}])
+    return CloudTarget("blob", sim, f"abfs://flat@{ACCOUNT_HOST}", "flat", {
+        "fs.azure.abfs.endpoint": f"127.0.0.1:{sim.ports['blob']}",
+        "fs.azure.always.use.https": "false",
+        "fs.azure.account.auth.type": "SharedKey",
+        f"fs.azure.account.key.{ACCOUNT_HOST}": AZURITE_KEY,
+        "fs.azure.networking.library": "JDK_HTTP_URL_CONNECTION",
+        "fs.azure.account.hns.enabled": "false",
+        "fs.azure.fns.account.service.type": "BLOB",
+        "fs.azure.ingress.service.type": "BLOB",
+        "fs.azure.io.rate.limit": AZURE_RATE_LIMIT,
+    })
+
+
 def gcs_target(sim: CloudSim) -> CloudTarget:
     sim.populate([{"bucket": "pail", "key": "README", "data_b64": ""}])
     return CloudTarget("gcs", sim, "gs://pail", "pail", {
