@@ -272,7 +272,7 @@ def _crash(store: CloudTarget, dests: list[str], setup: Path) -> None:
     done = []
     for proc in procs:
         try:
-            out, err = proc.communicate(timeout=300)
+            out, err = proc.communicate(timeout=600)
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
