@@ -27,7 +27,7 @@ JAR_INPUTS := committer/spark/build.py committer/spark/jarbuild.py \
 	committer/spark/jvm/spark-lines.json \
 	$(wildcard committer/spark/jvm/src/manifestcommitter/spark/*.java)
 
-.PHONY: setup setup-python setup-spark35 test test-fast test-loaded test-spark35 test-pythons test-pythons-ci test-crash-scale test-crash-cloud lint bench bench-emulators bench-spark \
+.PHONY: setup setup-python setup-spark35 jvm-artifacts jvm-artifacts-spark35 test test-fast test-loaded test-spark35 test-pythons test-pythons-ci test-crash-scale test-crash-cloud lint bench bench-emulators bench-spark \
 	demo jar wheel clean
 
 # pip byte-compiles what it installs one file at a time: half the time of an install from a warm
@@ -70,7 +70,18 @@ $(JAR_STAMP35): $(STAMP35) $(JAR_INPUTS)
 	$(PYTHON35) -m committer.spark.build --in-place
 	touch $(JAR_STAMP35)
 
-setup-spark35: $(STAMP35) $(JAR_STAMP35)
+# The JVM jars the tests put beside pyspark's (Hadoop's cloud connectors, a MiniDFSCluster,
+# spark-hadoop-cloud), pinned per Spark line with their SHA-256 in
+# committer/testing/jvm_artifacts.py, fetched from Maven Central into
+# ~/.cache/spark-manifest-committer/jars/ (checked each time, downloaded once per machine).
+# `make test` needs them; the demo does not.
+jvm-artifacts: $(STAMP)
+	$(PYTHON) -m committer.testing.jvm_artifacts --line 4 >/dev/null
+
+jvm-artifacts-spark35: $(STAMP35)
+	$(PYTHON35) -m committer.testing.jvm_artifacts --line 3.5 >/dev/null
+
+setup-spark35: $(STAMP35) $(JAR_STAMP35) jvm-artifacts-spark35
 
 # Azurite (the Azure Blob emulator the tests and benchmarks start) comes from npm.
 NPM_STAMP := node_modules/.installed
@@ -81,7 +92,7 @@ $(NPM_STAMP): package.json package-lock.json
 # The Python side (the environment and its jar): all `make demo` needs.
 setup-python: $(STAMP) $(JAR_STAMP)
 
-setup: setup-python $(NPM_STAMP)
+setup: setup-python $(NPM_STAMP) jvm-artifacts
 
 # The whole suite (what .ci/run calls).
 # The 40,000-file SIGKILL test (tests/committer/job/test_crash_at_scale.py) runs this many
@@ -112,11 +123,14 @@ test-crash-cloud: setup
 # The Spark suite's share that proves a Spark line works, on Spark 3.5: every write mode against
 # Spark's own committer, the engine process, failed overwrites keeping the old data, task
 # commit races, a driver killed mid-commit then resumed, the packaged jar's selection, a
-# filesystem only the JVM opens committed by Hadoop's committer.
+# filesystem only the JVM opens committed by Hadoop's committer, Data Lake and GCS through
+# Hadoop's own connectors (3.3.4's hadoop-azure, the GCS connector's Hadoop 3 line), a real
+# HDFS (MiniDFSCluster) committed by Spark's usual committer.
 SPARK35_TESTS := tests/spark/test_writes.py tests/spark/test_engine.py \
 	tests/spark/test_overwrite_safety.py tests/spark/test_failures.py \
 	tests/spark/test_task_commit.py tests/spark/test_driver_crash.py tests/spark/test_build.py \
-	tests/spark/test_task_etags.py tests/spark/test_jvm_only_filesystem.py
+	tests/spark/test_task_etags.py tests/spark/test_jvm_only_filesystem.py \
+	tests/spark/test_cloud_connectors.py tests/spark/test_hdfs.py
 test-spark35: setup-spark35
 	$(PYTHON35) -m pytest -q $(SPARK35_TESTS)
 

@@ -298,8 +298,15 @@ class JobCommitter:
             "io.threads": str(self.config.io_threads),
             "dynamic.partition.overwrite": str(self.dynamic_partition_overwrite).lower(),
             "store": self.store.name,
+            # the static cap the store got (operations a second, 0: none) and what was set
+            "store.rate.limit": str(self.store.rate_limit),
+            "store.rate.limit.configured": ("unset" if self.config.io_rate_limit is None
+                                            else str(self.config.io_rate_limit)),
             "stage": stage,
         }
+        concurrency = getattr(self.store.backend, "concurrency", None)
+        if isinstance(concurrency, int):
+            diagnostics["store.concurrency"] = str(concurrency)
         if plan is not None:
             diagnostics["tasks"] = str(len(plan.tasks))
             diagnostics["directories"] = str(len(plan.directories))

@@ -50,6 +50,8 @@ CONF_KEY_PREFIXES = (
     "fs.azure.sas.fixed.token",
     "fs.azure.account.oauth2.client.",
     "fs.azure.blob.endpoint",
+    "fs.azure.abfs.endpoint",
+    "fs.azure.always.use.https",
     "fs.azure.io.rate.limit",
     "google.cloud.auth.service.account.json.keyfile",
     "fs.gs.auth.service.account.json.keyfile",

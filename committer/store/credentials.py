@@ -44,6 +44,13 @@ CONCURRENCY_KEY = "mapreduce.manifest.committer.store.concurrency"
 # account path, e.g. http://127.0.0.1:10000/devstoreaccount1. Hadoop has no such key; ABFS users
 # set the account host, so both are accepted.
 AZURE_BLOB_ENDPOINT_KEY = "fs.azure.blob.endpoint"
+# ABFS's own endpoint override, as its tests and emulator users set it: "host:port" puts the
+# account in the path (http[s]://host:port/<account>/<filesystem>), over http when
+# fs.azure.always.use.https is false and the scheme is abfs. The engine's Data Lake endpoint
+# is then that one, and so is its Blob endpoint unless fs.azure.blob.endpoint names another
+# (ABFS's own Blob client, in Hadoop 3.5, sends its Blob requests to the same host:port).
+ABFS_ENDPOINT_KEY = "fs.azure.abfs.endpoint"
+ABFS_ALWAYS_HTTPS_KEY = "fs.azure.always.use.https"
 AZURE_RATE_LIMIT_KEY = "fs.azure.io.rate.limit"
 OUR_RATE_LIMIT_KEY = "mapreduce.manifest.committer.io.rate.limit"
 
@@ -84,7 +91,8 @@ def _azure_options(conf: Mapping[str, str], location: str) -> dict[str, Any]:
         opts["account_name"] = account
     # ABFS's fs.azure.account.auth.type, when set, decides (refused here if it cannot run)
     chosen = _azure_auth_type(conf, pick)
-    endpoint = conf.get(AZURE_BLOB_ENDPOINT_KEY)
+    dfs_endpoint = _abfs_endpoint(conf, location, account)
+    endpoint = conf.get(AZURE_BLOB_ENDPOINT_KEY) or dfs_endpoint
     if endpoint:
         # An emulator or private endpoint: account name from its path, a connection string so
         # that plain http is allowed.
@@ -92,18 +100,21 @@ def _azure_options(conf: Mapping[str, str], location: str) -> dict[str, Any]:
         acct = parts.path.strip("/").split("/")[0] or account
         if not acct:
             raise ConfigError(f"{AZURE_BLOB_ENDPOINT_KEY} must name the account in its path")
+        dfs = {"committer_dfs_endpoint": dfs_endpoint} if dfs_endpoint else {}
         if chosen is not None and OAUTH_PROVIDER_OPTION in chosen:
             # the token authorises the requests; the connection string only names the endpoint
             return {"connection_string": (
                 f"DefaultEndpointsProtocol={parts.scheme or 'http'};AccountName={acct};"
-                f"BlobEndpoint={endpoint.rstrip('/')};"), **chosen}
+                f"BlobEndpoint={endpoint.rstrip('/')};"), **dfs, **chosen}
         key = conf.get(f"fs.azure.account.key.{acct}") or pick("fs.azure.account.key")
         if key is None:
-            raise ConfigError(f"{AZURE_BLOB_ENDPOINT_KEY} needs fs.azure.account.key.<account>")
+            named = AZURE_BLOB_ENDPOINT_KEY if conf.get(AZURE_BLOB_ENDPOINT_KEY) \
+                else ABFS_ENDPOINT_KEY
+            raise ConfigError(f"{named} needs fs.azure.account.key.<account>")
         register_secret(key)
         opts = {"connection_string": (
             f"DefaultEndpointsProtocol={parts.scheme or 'http'};AccountName={acct};"
-            f"AccountKey={key};BlobEndpoint={endpoint.rstrip('/')};")}
+            f"AccountKey={key};BlobEndpoint={endpoint.rstrip('/')};"), **dfs}
         register_secret(opts["connection_string"])
         return opts
     if chosen is not None:
@@ -142,6 +153,21 @@ def _azure_options(conf: Mapping[str, str], location: str) -> dict[str, Any]:
 # -- the auth types of Hadoop's connectors -------------------------------------------------------
 # Key names as in hadoop-azure's ConfigurationKeys / AuthConfigurations and the GCS connector's
 # CONFIGURATION.md (v3) and HadoopCredentialsConfiguration (v2); docs/stores.md has the table.
+
+def _abfs_endpoint(conf: Mapping[str, str], location: str, account: str | None) -> str | None:
+    """The Data Lake endpoint ABFS reaches for ``location`` under ``fs.azure.abfs.endpoint``
+    (``host:port``; ABFS ignores a value without a port, and so does this), else None."""
+    value = conf.get(ABFS_ENDPOINT_KEY, "").strip()
+    if ":" not in value or not account:
+        return None
+    host, _, port = value.rpartition(":")
+    if not host or not port.isdigit():
+        raise ConfigError(f"{ABFS_ENDPOINT_KEY} must be host:port, got {value!r}")
+    scheme, _ = split_scheme(location)
+    secure = scheme == "abfss" or conf.get(ABFS_ALWAYS_HTTPS_KEY, "true").strip().lower() \
+        != "false"
+    return f"{'https' if secure else 'http'}://{host}:{port}/{account}"
+
 
 OAUTH_PROVIDER_OPTION = "committer_oauth_provider"
 AZURE_AUTH_TYPE_KEY = "fs.azure.account.auth.type"

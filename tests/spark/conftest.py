@@ -50,6 +50,25 @@ def _test_filesystem_classes(out: Path) -> str | None:
     return str(out)
 
 
+#: Hadoop's cloud connectors for this Spark line (committer/testing/jvm_artifacts.py), on the
+#: session's classpath from its start (a JVM adds no jar to its system class loader later);
+#: fetched by make test's set-up. When they cannot be had the cloud tests fail, naming why.
+CONNECTORS: dict[str, Path] = {}
+CONNECTORS_ERROR: list[str] = []
+
+
+def _connector_jars() -> list[str]:
+    from committer.testing import jvm_artifacts
+
+    try:
+        line = jvm_artifacts.line_of(pyspark.__version__)
+        CONNECTORS.update(jvm_artifacts.fetch_all(line, [jvm_artifacts.AZURE,
+                                                         jvm_artifacts.GCS]))
+    except jvm_artifacts.ArtifactError as e:
+        CONNECTORS_ERROR.append(str(e))
+    return [str(p) for p in CONNECTORS.values()]
+
+
 @pytest.fixture(scope="session")
 def spark(spark_work_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     # Python workers must run this interpreter (it has the test dependencies).
@@ -66,11 +85,14 @@ def spark(spark_work_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Ite
         .config("spark.driver.memory", "1g")
     )
     builder = committer.spark.configure(builder)
+    extra = _connector_jars()
     if test_classes is not None:
+        extra.append(test_classes)
+        builder = builder.config("spark.hadoop.fs.jvmonly.impl", JVM_ONLY_FS)
+    if extra:
         classpath = builder._options["spark.driver.extraClassPath"]
         builder = builder.config("spark.driver.extraClassPath",
-                                 f"{classpath}{os.pathsep}{test_classes}")
-        builder = builder.config("spark.hadoop.fs.jvmonly.impl", JVM_ONLY_FS)
+                                 os.pathsep.join([classpath, *extra]))
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     yield session

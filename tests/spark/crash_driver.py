@@ -27,13 +27,17 @@ from pathlib import Path
 from typing import Any
 
 from committer.errors import StoreError
+from committer.store.base import Store
 from committer.store.local import LocalStore
 
 READY = "crash-driver: session ready"
 
 
-def install_kill_switch(kill_after: int) -> None:
-    original_file, original_batch = LocalStore.rename_file, LocalStore.rename_batch
+def install_kill_switch(kill_after: int, store_class: type[Any] = LocalStore) -> None:
+    """Kill this process group once ``kill_after`` data files were renamed into the
+    destination by ``store_class``'s renames (local disk; or ``AsyncStore``, under every
+    cloud backend)."""
+    original_file, original_batch = store_class.rename_file, store_class.rename_batch
     lock = threading.Lock()
     inside_run = threading.local()
     renamed = 0
@@ -51,12 +55,12 @@ def install_kill_switch(kill_after: int) -> None:
         sys.stdout.flush()
         os.killpg(os.getpgid(0), signal.SIGKILL)
 
-    def rename_file(self: LocalStore, src: str, dst: str) -> None:
+    def rename_file(self: Store, src: str, dst: str) -> None:
         original_file(self, src, dst)
         if not getattr(inside_run, "active", False):
             count(dst)
 
-    def rename_batch(self: LocalStore, entries: Sequence[tuple[str, str, Any, Any]],
+    def rename_batch(self: Store, entries: Sequence[tuple[str, str, Any, Any]],
                      start: int = 0) -> tuple[int, list[tuple[int, StoreError]]]:
         # One entry per call into the real loop, so the kill lands between two renames.
         inside_run.active = True
@@ -70,8 +74,8 @@ def install_kill_switch(kill_after: int) -> None:
             inside_run.active = False
         return len(entries), []
 
-    LocalStore.rename_file = rename_file  # type: ignore[method-assign]
-    LocalStore.rename_batch = rename_batch  # type: ignore[method-assign]
+    store_class.rename_file = rename_file
+    store_class.rename_batch = rename_batch
 
 
 def strip_identities_before_job_commit() -> None:

@@ -69,6 +69,37 @@ def test_emulator_blob_endpoint_becomes_connection_string() -> None:
                                     "abfs://c/x")
 
 
+def test_abfs_endpoint_names_the_data_lake_endpoint_as_abfs_reaches_it() -> None:
+    """ABFS's own override (``host:port``, the account in the path; plain http only with
+    ``fs.azure.always.use.https=false`` on abfs://): the engine's Data Lake endpoint is
+    the one ABFS reaches, and its Blob endpoint too unless fs.azure.blob.endpoint says."""
+    key = "ZW11bGF0b3Ita2V5LWZvci10ZXN0cw=="
+    dest = "abfs://data@devstoreaccount1.dfs.core.windows.net/t"
+    conf = {"fs.azure.abfs.endpoint": "127.0.0.1:10004",
+            "fs.azure.always.use.https": "false",
+            "fs.azure.account.key.devstoreaccount1.dfs.core.windows.net": key}
+    assert storage_options_from_hadoop(conf, dest) == {
+        "connection_string": (
+            "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
+            f"AccountKey={key};BlobEndpoint=http://127.0.0.1:10004/devstoreaccount1;"),
+        "committer_dfs_endpoint": "http://127.0.0.1:10004/devstoreaccount1"}
+    both = storage_options_from_hadoop(
+        {**conf, "fs.azure.blob.endpoint": "http://127.0.0.1:10000/devstoreaccount1"}, dest)
+    assert "BlobEndpoint=http://127.0.0.1:10000/devstoreaccount1;" in \
+        both["connection_string"]
+    assert both["committer_dfs_endpoint"] == "http://127.0.0.1:10004/devstoreaccount1"
+    # https unless told otherwise, and always for abfss://
+    secure = storage_options_from_hadoop({**conf, "fs.azure.always.use.https": "true"}, dest)
+    assert secure["committer_dfs_endpoint"] == "https://127.0.0.1:10004/devstoreaccount1"
+    abfss = storage_options_from_hadoop(conf, dest.replace("abfs://", "abfss://"))
+    assert abfss["committer_dfs_endpoint"].startswith("https://")
+    # ABFS ignores a value without a port; so does the engine
+    plain = storage_options_from_hadoop({**conf, "fs.azure.abfs.endpoint": "localhost"}, dest)
+    assert plain == {"account_name": "devstoreaccount1", "account_key": key}
+    with pytest.raises(ConfigError, match=r"fs\.azure\.abfs\.endpoint"):
+        storage_options_from_hadoop({**conf, "fs.azure.abfs.endpoint": "host:port"}, dest)
+
+
 def test_gcs_keys(tmp_path: Path) -> None:
     keyfile = tmp_path / "sa.json"
     keyfile.write_text("{}")

@@ -74,6 +74,7 @@ import base64
 import binascii
 import time
 import uuid
+import xml.etree.ElementTree as ET
 from xml.sax.saxutils import escape
 
 from committer.testing.cloud_sim.azure_common import AzureError, AzureService, etag_of
@@ -139,6 +140,9 @@ class BlobService(AzureService):
             "copy_blob": self._copy_blob,
             "delete_blob": self._delete_blob,
             "blob_batch": self._blob_batch,
+            "put_block": self._put_block,
+            "put_block_list": self._put_block_list,
+            "get_block_list": self._get_block_list,
         }
 
     # -- routing ---------------------------------------------------------------------------
@@ -150,6 +154,14 @@ class BlobService(AzureService):
         m = req.method
         if blob:
             if req.raw_query and _CONTAINER_OPS & req.params().keys():
+                comp = req.params().get("comp")
+                if comp in ("block", "blocklist") and "restype" not in req.params():
+                    req.bucket = unquote_fast(container)
+                    req.key = unquote_fast(blob)
+                    if m == "PUT":
+                        return "put_block" if comp == "block" else "put_block_list"
+                    if m == "GET" and comp == "blocklist":
+                        return "get_block_list"
                 raise self._unknown(req)
             req.bucket = unquote_fast(container)
             req.key = unquote_fast(blob)
@@ -424,6 +436,99 @@ class BlobService(AzureService):
         if obj.sums is not None:
             head += f"Content-MD5: {_b64(obj.sums[:16])}\r\n"
         return Reply(201, head)
+
+    # -- block blobs: staged blocks, committed by a list -----------------------------------
+
+    def _put_block(self, req: Request) -> Reply:
+        """Put Block: the block is staged, uncommitted, under the blob's name (which need not
+        exist yet), by its base64 id; a block of the same id replaces it."""
+        self.container(req.bucket)
+        block_id = req.params().get("blockid", "")
+        if not block_id:
+            raise AzureError(400, "InvalidQueryParameterValue", "Value for one of the query "
+                             "parameters specified in the request URI is invalid: blockid.")
+        self.ns.blocks.setdefault((req.bucket, req.key), {})[block_id] = req.body
+        return Reply(201, self.base(req) + "x-ms-request-server-encrypted: true\r\n"
+                     f"Content-MD5: {_b64(content_sums(req.body)[:16])}\r\n")
+
+    def _put_block_list(self, req: Request) -> Reply:
+        """Put Block List: the blob becomes the listed blocks in order, each ``Latest`` (the
+        uncommitted one, else the committed one of that id), ``Uncommitted`` or
+        ``Committed``; an id that is not there is 400 ``InvalidBlockList`` (nothing written).
+        Blocks left out are dropped. Like any write: conditions, metadata, a new etag; no
+        MD5 unless ``x-ms-blob-content-md5`` gives one."""
+        bucket = self.container(req.bucket)
+        ns = self.ns
+        key = req.key
+        existing = self._find(bucket, key)
+        self.check_conditions(req.headers, existing, write=True)
+        try:
+            root = ET.fromstring(req.body or b"<BlockList/>")
+        except ET.ParseError:
+            raise AzureError(400, "InvalidXmlDocument", "XML specified is not syntactically "
+                             "valid.") from None
+        staged = ns.blocks.get((req.bucket, key), {})
+        committed = dict(ns.committed_blocks.get(existing.seq, [])) if existing else {}
+        order: list[tuple[str, bytes]] = []
+        for item in root:
+            block_id = (item.text or "").strip()
+            kind = item.tag
+            if kind == "Latest":
+                data = staged.get(block_id, committed.get(block_id))
+            elif kind == "Uncommitted":
+                data = staged.get(block_id)
+            elif kind == "Committed":
+                data = committed.get(block_id)
+            else:
+                data = None
+            if data is None:
+                raise AzureError(400, "InvalidBlockList", "The specified block list is "
+                                 "invalid.")
+            order.append((block_id, data))
+        content = b"".join(d for _, d in order)
+        metadata = self._metadata(req)
+        ctype = req.headers.get("x-ms-blob-content-type")
+        given_md5 = req.headers.get("x-ms-blob-content-md5")
+        sums = None
+        if given_md5:
+            try:
+                sums = base64.b64decode(given_md5) + content_sums(content)[16:]
+            except ValueError:
+                raise AzureError(400, "InvalidMd5", "The MD5 value specified in the request "
+                                 "is invalid.") from None
+        extra = Extra(metadata or None, ctype) if metadata or ctype else None
+        obj = Obj(ns.next_seq(), len(content), time.time(), sums, content, extra)
+        self._store(bucket, key, obj, False)
+        ns.blocks.pop((req.bucket, key), None)
+        if existing is not None:
+            ns.committed_blocks.pop(existing.seq, None)
+        ns.committed_blocks[obj.seq] = order
+        return Reply(201, self.base(req) + f"ETag: {etag_of(obj)}\r\nLast-Modified: "
+                     f"{http_date_of(obj.mtime)}\r\nx-ms-request-server-encrypted: true\r\n")
+
+    def _get_block_list(self, req: Request) -> Reply:
+        """Get Block List (``blocklisttype`` committed, uncommitted or all)."""
+        bucket = self.container(req.bucket)
+        existing = self._find(bucket, req.key)
+        which = req.params().get("blocklisttype", "committed").lower()
+        ns_list = self.ns.committed_blocks.get(existing.seq, []) \
+            if existing is not None else []
+        staged = self.ns.blocks.get((req.bucket, req.key), {})
+        if existing is None and not staged:
+            raise AzureError(404, "BlobNotFound", _NOT_FOUND)
+        parts = ['<?xml version="1.0" encoding="utf-8"?><BlockList><CommittedBlocks>']
+        if which in ("committed", "all"):
+            parts += [f"<Block><Name>{escape(i)}</Name><Size>{len(d)}</Size></Block>"
+                      for i, d in ns_list]
+        parts.append("</CommittedBlocks><UncommittedBlocks>")
+        if which in ("uncommitted", "all"):
+            parts += [f"<Block><Name>{escape(i)}</Name><Size>{len(d)}</Size></Block>"
+                      for i, d in staged.items()]
+        parts.append("</UncommittedBlocks></BlockList>")
+        head = self.base(req) + "Content-Type: application/xml\r\n"
+        if existing is not None:
+            head += f"ETag: {etag_of(existing)}\r\nx-ms-blob-content-length: {existing.size}\r\n"
+        return Reply(200, head, "".join(parts).encode("utf-8"))
 
     def _put_directory(self, bucket: Bucket, key: str, metadata: dict[str, str],
                        existing: Dir | None, existing_file: Obj | None) -> Obj:

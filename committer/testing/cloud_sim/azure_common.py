@@ -58,6 +58,18 @@ def etag_of(obj: Obj) -> str:
     return f'"0x8DE{obj.seq:013X}"'
 
 
+def _names(condition: str, etag: str) -> bool:
+    """Whether an If-Match / If-None-Match value names ``etag`` (unquoted): "*", or one of
+    its comma-separated etags, each in quotes or not ("Specifying conditional headers for
+    Blob service operations": since version 2011-08-18 an etag *can* be quoted, so an
+    unquoted one, as ABFS sends the etag of a listing, is the same etag)."""
+    for part in condition.split(","):
+        value = part.strip()
+        if value == "*" or value.strip('"') == etag:
+            return True
+    return False
+
+
 def _parse_date(text: str) -> float | None:
     try:
         return parsedate_to_datetime(text).timestamp()
@@ -200,11 +212,11 @@ class AzureService(Service):
         unmodified = h.get(prefix + "if-unmodified-since")
         if if_match is None and if_none is None and since is None and unmodified is None:
             return
-        etag = etag_of(obj) if obj is not None else None
-        if if_match is not None and (etag is None or if_match not in ("*", etag)):
+        etag = etag_of(obj).strip('"') if obj is not None else None
+        if if_match is not None and (etag is None or not _names(if_match, etag)):
             raise AzureError(412, failed_code, _PRECONDITION)
-        if if_none is not None and etag is not None and if_none in ("*", etag):
-            if if_none == "*" and write:
+        if if_none is not None and etag is not None and _names(if_none, etag):
+            if if_none.strip() == "*" and write:
                 raise AzureError(409, exists_code, "The specified blob already exists."
                                  if exists_code == "BlobAlreadyExists"
                                  else "The specified path already exists.")

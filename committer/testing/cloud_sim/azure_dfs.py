@@ -38,6 +38,7 @@ from committer.testing.cloud_sim.azure_common import AzureError, AzureService, e
 from committer.testing.cloud_sim.namespace import (
     Bucket,
     Dir,
+    Extra,
     Namespace,
     Obj,
     PathConflict,
@@ -62,6 +63,15 @@ _CONFLICT = ("The specified path, or an element of the path, exists and its reso
              "invalid for this operation.")
 _NO_PATH = "The specified path does not exist."
 _EMPTY_SUMS = content_sums(b"")
+#: the ``action`` of a Get Properties (HEAD): none, the system properties, or the ACL too
+_STATUS_ACTIONS = (None, "getStatus", "getAccessControl")
+_BAD_FLUSH = ("The uploaded data is not contiguous or the position query parameter value is "
+              "not equal to the length of the file after appending the uploaded data.")
+# What a namespace account reports of a path's owner and mode when no ACL was set: the
+# owner and group of a path created with Shared Key are the superuser.
+_OWNER = "x-ms-owner: $superuser\r\nx-ms-group: $superuser\r\n"
+_FILE_MODE = "rw-r-----"
+_DIR_MODE = "rwxr-x---"
 
 
 class DfsService(AzureService):
@@ -78,6 +88,9 @@ class DfsService(AzureService):
             "dfs_delete": self._delete,
             "dfs_properties": self._properties,
             "dfs_list": self._list,
+            "dfs_append": self._append,
+            "dfs_flush": self._flush,
+            "dfs_read": self._read,
         }
 
     def route(self, req: Request) -> str:
@@ -88,24 +101,42 @@ class DfsService(AzureService):
         sub = sub.strip("/")
         req.bucket = unquote_fast(fs)
         m = req.method
+        if m == "PUT" and "x-http-method-override" in req.headers:
+            # a client without PATCH (Java's HttpURLConnection, which ABFS uses by default)
+            # sends PUT and names PATCH here; the service takes it as PATCH (signed as PUT)
+            m = req.headers["x-http-method-override"].upper()
+        q = req.params() if req.raw_query else {}
+        action = q.get("action")
         if fs and sub:
             req.key = unquote_fast(sub)
             if m == "PUT":
                 if "x-ms-rename-source" in req.headers:
                     return "dfs_rename"
-                if req.params().get("resource") in ("file", "directory"):
+                if q.get("resource") in ("file", "directory"):
                     return "dfs_create"
+            elif m == "PATCH":
+                if action == "append":
+                    return "dfs_append"
+                if action == "flush":
+                    return "dfs_flush"
             elif m == "DELETE":
                 return "dfs_delete"
-            elif m == "HEAD" and "action" not in req.params():
+            elif m == "HEAD" and action in _STATUS_ACTIONS:
                 return "dfs_properties"
+            elif m == "GET" and action is None and "resource" not in q:
+                return "dfs_read"
         elif fs:
-            resource = req.params().get("resource")
+            resource = q.get("resource")
             if resource == "filesystem":
                 if m == "GET":
                     return "dfs_list"
                 if m == "PUT":
                     return "dfs_create_filesystem"
+            elif m == "HEAD" and action in _STATUS_ACTIONS and action is not None:
+                # the filesystem's root directory (ABFS asks getAccessControl of it to learn
+                # whether the account has a namespace, and its status)
+                req.key = ""
+                return "dfs_properties"
         raise Refusal(501, "NotImplemented", f"The simulator does not implement {m} "
                       f"{req.target[:300]} on the DFS endpoint.")
 
@@ -252,15 +283,134 @@ class DfsService(AzureService):
         return Reply(200, self.base(req))
 
     def _properties(self, req: Request) -> Reply:
-        found, d = self.ns.lookup(self._fs(req.bucket), req.key)
-        node = found if d is None else d.obj
+        bucket = self._fs(req.bucket)
+        if not req.key:  # the root directory: its record is the filesystem's
+            node: Obj | None = Obj(bucket.seq, 0, bucket.created, None, None, None)
+            d: Dir | None = bucket.root
+        else:
+            found, d = self.ns.lookup(bucket, req.key)
+            node = found if d is None else d.obj
         if node is None:
             raise AzureError(404, "PathNotFound", _NO_PATH)
         kind = "file" if d is None else "directory"
-        head = self._path_head(req, node) + f"x-ms-resource-type: {kind}\r\n"
+        mode = _FILE_MODE if d is None else _DIR_MODE
+        head = (self._path_head(req, node) + f"x-ms-resource-type: {kind}\r\n{_OWNER}"
+                f"x-ms-permissions: {mode}\r\n")
+        if req.params().get("action") == "getAccessControl":
+            head += f"x-ms-acl: user::{mode[:3]},group::{mode[3:6]},other::{mode[6:]}\r\n"
+        if d is None:
+            head += f"Content-Type: {node.content_type or 'application/octet-stream'}\r\n"
         if node.sums is not None:
             head += f"Content-MD5: {base64.b64encode(node.sums[:16]).decode()}\r\n"
         return Reply(200, head, length=node.size)
+
+    def _file(self, req: Request) -> tuple[Obj, Dir]:
+        """The file ``req`` names and the directory holding it (404 / 409 otherwise)."""
+        bucket = self._fs(req.bucket)
+        parent, leaf = Namespace.locate(bucket, req.key)
+        found = None if parent is None else parent.files.get(leaf)
+        if found is None or parent is None:
+            if parent is not None and leaf in parent.dirs:
+                # the simulator's choice of code: the documentation names none for this
+                raise AzureError(409, "PathConflict", _CONFLICT)
+            raise AzureError(404, "PathNotFound", _NO_PATH)
+        return found, parent
+
+    @staticmethod
+    def _position(req: Request) -> int:
+        text = req.params().get("position")
+        try:
+            position = int(text) if text is not None else -1
+        except ValueError:
+            position = -1
+        if position < 0:
+            raise AzureError(400, "InvalidQueryParameterValue", "Value for one of the query "
+                             "parameters specified in the request URI is invalid: position.")
+        return position
+
+    def _append(self, req: Request) -> Reply:
+        """Path - Update, action=append: the data is kept at its position, uncommitted,
+        until a flush writes it (appends may arrive in any order: a client uploads in
+        parallel)."""
+        found, _ = self._file(req)
+        self.check_conditions(req.headers, found, write=False)
+        position = self._position(req)
+        if position < found.size:
+            raise AzureError(400, "InvalidFlushPosition", _BAD_FLUSH)
+        self.ns.uncommitted.setdefault(found.seq, {})[position] = req.body
+        if req.params().get("flush", "").lower() == "true":
+            return self._commit(req, position + len(req.body))
+        return Reply(202, self.base(req) + "x-ms-request-server-encrypted: true\r\n")
+
+    def _flush(self, req: Request) -> Reply:
+        if req.body:
+            raise AzureError(400, "InvalidRequestBodyForFlush", "A flush takes no request "
+                             "body.")
+        return self._commit(req, self._position(req))
+
+    def _commit(self, req: Request, position: int) -> Reply:
+        """Path - Update, action=flush: the file becomes its committed bytes followed by the
+        uploaded data, which must be contiguous up to ``position`` (400 otherwise, nothing
+        written). A new version: a new etag and modification time. The service computes no
+        MD5 of a flushed file; it stores ``x-ms-content-md5`` when the flush gives one."""
+        found, parent = self._file(req)
+        self.check_conditions(req.headers, found, write=False)
+        ns = self.ns
+        pending = ns.uncommitted.get(found.seq, {})
+        data = bytearray(found.content())
+        while len(data) < position:
+            chunk = pending.get(len(data))
+            if not chunk:
+                break
+            data += chunk
+        if len(data) != position:
+            raise AzureError(400, "InvalidFlushPosition", _BAD_FLUSH)
+        md5 = req.headers.get("x-ms-content-md5")
+        sums = None
+        if md5:
+            try:
+                sums = base64.b64decode(md5, validate=True)[:16].ljust(16, b"\0") + \
+                    content_sums(bytes(data))[16:]
+            except ValueError:
+                raise AzureError(400, "InvalidMd5", "The MD5 value specified in the request "
+                                 "is invalid.") from None
+        ctype = req.headers.get("x-ms-content-type")
+        extra = found.extra
+        if ctype:
+            extra = Extra(found.metadata or None, ctype, found.created)
+        record = Obj(ns.next_seq(), len(data), time.time(), sums, bytes(data), extra)
+        parent.files[req.key.rsplit("/", 1)[-1]] = record
+        del_pending = ns.uncommitted.pop(found.seq, None)
+        if del_pending and req.params().get("retainUncommittedData", "").lower() == "true":
+            kept = {p: c for p, c in del_pending.items() if p >= position}
+            if kept:
+                ns.uncommitted[record.seq] = kept
+        return Reply(200, self._path_head(req, record) +
+                     "x-ms-request-server-encrypted: true\r\n")
+
+    def _read(self, req: Request) -> Reply:
+        """Path - Read: the bytes (a range of them), the file's etag and properties."""
+        found, _ = self._file(req)
+        self.check_conditions(req.headers, found, write=False)
+        head = (self._path_head(req, found) + "x-ms-resource-type: file\r\n"
+                f"Content-Type: {found.content_type or 'application/octet-stream'}\r\n")
+        if found.sums is not None:
+            head += f"Content-MD5: {base64.b64encode(found.sums[:16]).decode()}\r\n"
+        data = found.content()
+        spec = req.headers.get("range") or req.headers.get("x-ms-range")
+        if not spec:
+            return Reply(200, head, data)
+        first_text, _, last_text = spec.removeprefix("bytes=").partition("-")
+        try:
+            first = int(first_text)
+            last = min(int(last_text), len(data) - 1) if last_text else len(data) - 1
+        except ValueError:
+            raise AzureError(400, "InvalidRange", f"The range {spec!r} is invalid.") from None
+        if first >= len(data):
+            raise AzureError(416, "InvalidRange", "The range specified is invalid for the "
+                             "current size of the resource.")
+        return Reply(206, head + f"Content-Range: bytes {first}-{last}/{len(data)}\r\n",
+                     data[first:last + 1])
 
     def _list(self, req: Request) -> Reply:
         ns = self.ns
@@ -298,7 +448,9 @@ class DfsService(AzureService):
             if entry.is_dir:
                 item["isDirectory"] = "true"
             item.update({"contentLength": str(obj.size), "etag": etag_of(obj).strip('"'),
-                         "lastModified": http_date_of(obj.mtime)})
+                         "lastModified": http_date_of(obj.mtime), "owner": "$superuser",
+                         "group": "$superuser",
+                         "permissions": _DIR_MODE if entry.is_dir else _FILE_MODE})
             paths.append(item)
         head = self.base(req) + "Content-Type: application/json;charset=utf-8\r\n"
         if nxt is not None:

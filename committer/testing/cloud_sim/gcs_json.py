@@ -62,6 +62,7 @@ import binascii
 import os
 import time
 from collections.abc import Callable, Mapping
+from urllib.parse import quote
 from xml.sax.saxutils import escape
 
 import orjson
@@ -183,6 +184,21 @@ _SOURCE_CONDITIONS = ("ifSourceGenerationMatch", "ifSourceGenerationNotMatch",
                       "ifSourceMetagenerationMatch", "ifSourceMetagenerationNotMatch")
 
 
+class _Session:
+    """A resumable upload under way."""
+
+    __slots__ = ("bucket", "conditions", "content_type", "data", "metadata", "name")
+
+    def __init__(self, bucket: str, name: str, conditions: dict[str, str],
+                 content_type: str | None, metadata: dict[str, str] | None) -> None:
+        self.bucket = bucket
+        self.name = name
+        self.conditions = conditions
+        self.content_type = content_type
+        self.metadata = metadata
+        self.data = bytearray()
+
+
 def _not_found(bucket: str, key: str | None = None) -> GcsError:
     if key is None:
         return GcsError(404, "notFound", f"The specified bucket does not exist: {bucket}")
@@ -199,6 +215,8 @@ class GcsService(Service):
         self.core = core
         self.ns = ns
         self.move_enabled = move
+        #: resumable upload sessions by upload id
+        self._sessions: dict[str, _Session] = {}
         self._handlers: Mapping[str, Callable[[Request], Reply]] = {
             "get_bucket": self._get_bucket,
             "create_bucket": self._create_bucket,
@@ -206,6 +224,7 @@ class GcsService(Service):
             "get_media": self._get_media,
             "list_objects": self._list_objects,
             "upload": self._upload,
+            "upload_chunk": self._upload_chunk,
             "rewrite": self._rewrite,
             "copy": self._rewrite,
             "delete_object": self._delete_object,
@@ -303,9 +322,12 @@ class GcsService(Service):
                     req.sub = (req.bucket, unquote_fast(parts[9]), False)
                     return "move"
         elif len(parts) == 7 and parts[1] == "upload" and parts[2] == "storage" \
-                and parts[3] == "v1" and parts[4] == "b" and parts[6] == "o" and m == "POST":
+                and parts[3] == "v1" and parts[4] == "b" and parts[6] == "o":
             req.bucket = unquote_fast(parts[5])
-            return "upload"
+            if m == "POST":
+                return "upload"
+            if m == "PUT" and "upload_id=" in req.raw_query:
+                return "upload_chunk"
         elif len(parts) == 8 and parts[1] == "download" and parts[2] == "storage" \
                 and parts[4] == "b" and parts[6] == "o" and m == "GET":
             req.bucket = unquote_fast(parts[5])
@@ -489,9 +511,11 @@ class GcsService(Service):
             name = q.get("name")
             ctype = req.headers.get("content-type")
             data = req.body
+        elif kind == "resumable":
+            return self._start_session(req, q)
         else:
-            raise GcsError(501, "notImplemented", f"The simulator takes uploadType=multipart "
-                           f"or media, not {kind!r}.")
+            raise GcsError(501, "notImplemented", f"The simulator takes uploadType=multipart, "
+                           f"media or resumable, not {kind!r}.")
         if not isinstance(name, str) or not name:
             raise GcsError(400, "required", "The upload names no object (name).")
         bucket = self._bucket(req.bucket)
@@ -501,6 +525,76 @@ class GcsService(Service):
         obj = self.ns.new_file(data, len(data), extra=extra)
         self.ns.put(bucket, name, obj)
         return self._object_reply(bucket.name, name, obj)
+
+    def _store_upload(self, bucket_name: str, name: str, q: Mapping[str, str], data: bytes,
+                      ctype: str | None, meta: dict[str, str] | None) -> Reply:
+        bucket = self._bucket(bucket_name)
+        self._preconditions(q, self.ns.get(bucket, name))
+        extra = Extra(meta, ctype) if meta or ctype else None
+        obj = self.ns.new_file(data, len(data), extra=extra)
+        self.ns.put(bucket, name, obj)
+        return self._object_reply(bucket.name, name, obj)
+
+    def _start_session(self, req: Request, q: Mapping[str, str]) -> Reply:
+        """A resumable upload begins ("Perform resumable uploads"): the metadata (JSON, may
+        be empty) and conditions now, the bytes in later requests to the session URI the
+        answer's ``Location`` names. Preconditions are checked when the upload completes."""
+        try:
+            meta = orjson.loads(req.body) if req.body.strip() else {}
+        except orjson.JSONDecodeError as e:
+            raise GcsError(400, "invalid", f"The upload's metadata is not JSON: {e}") from None
+        if not isinstance(meta, dict):
+            raise GcsError(400, "invalid", "The upload's metadata is not a JSON object.")
+        name = meta.get("name") or q.get("name")
+        if not isinstance(name, str) or not name:
+            raise GcsError(400, "required", "The upload names no object (name).")
+        self._bucket(req.bucket)
+        user = meta.get("metadata")
+        session = _Session(req.bucket, name, dict(q),
+                           meta.get("contentType") or req.headers.get("x-upload-content-type"),
+                           {str(k): str(v) for k, v in user.items()}
+                           if isinstance(user, dict) else None)
+        upload_id = os.urandom(16).hex()
+        self._sessions[upload_id] = session
+        host = req.headers.get("host", "127.0.0.1")
+        location = (f"http://{host}/upload/storage/v1/b/{quote(req.bucket, safe='')}/o"
+                    f"?uploadType=resumable&name={quote(name, safe='')}&upload_id={upload_id}")
+        return Reply(200, f"Location: {location}\r\nX-GUploader-UploadID: {upload_id}\r\n")
+
+    def _upload_chunk(self, req: Request) -> Reply:
+        """A request to a session URI: bytes at the offset its ``Content-Range`` gives
+        (``bytes a-b/total``, the total ``*`` while unknown; ``bytes */total`` sends none):
+        308 with the ``Range`` persisted until the last byte is in, then the object (200),
+        or 412 when a precondition no longer holds. An unknown session is 404."""
+        upload_id = req.params(plus=True).get("upload_id", "")
+        session = self._sessions.get(upload_id)
+        if session is None:
+            raise GcsError(404, "notFound", f"No such upload session: {upload_id[:40]}")
+        spec = req.headers.get("content-range", "").strip()
+        if not spec.startswith("bytes "):
+            raise GcsError(400, "invalid", f"Content-Range {spec[:60]!r} is not bytes a-b/n")
+        span, _, total_text = spec[6:].partition("/")
+        try:
+            total = None if total_text.strip() == "*" else int(total_text)
+            if span.strip() != "*":
+                first_text, _, last_text = span.partition("-")
+                first, last = int(first_text), int(last_text)
+                if first > len(session.data) or last - first + 1 != len(req.body):
+                    raise ValueError(span)
+                session.data[first:] = req.body  # a chunk sent again replaces its bytes
+        except ValueError:
+            raise GcsError(400, "invalid", f"Content-Range {spec[:60]!r} does not match the "
+                           f"{len(req.body)} bytes sent or what the session holds "
+                           f"({len(session.data)})") from None
+        if total is None or len(session.data) < total:
+            head = f"Range: bytes=0-{len(session.data) - 1}\r\n" if session.data else ""
+            return Reply(308, head, reason="Resume Incomplete")
+        if len(session.data) != total:
+            raise GcsError(400, "invalid", f"The upload holds {len(session.data)} bytes, not "
+                           f"the {total} its Content-Range says")
+        del self._sessions[upload_id]
+        return self._store_upload(session.bucket, session.name, session.conditions,
+                                  bytes(session.data), session.content_type, session.metadata)
 
     def _rewrite(self, req: Request) -> Reply:
         dst_bucket_name, dst_key, is_copy = req.sub

@@ -235,6 +235,13 @@ class Namespace:
         self.files = 0  # objects stored (files; directories counted apart)
         self.dirs = 0  # hierarchical directories stored
         self._rng = random.Random(seed)
+        #: Data Lake appends not yet flushed, by the ``seq`` of the file's record: position ->
+        #: bytes (a flush makes a new record; a record renamed keeps its uncommitted data)
+        self.uncommitted: dict[int, dict[int, bytes]] = {}
+        #: Blob blocks staged (Put Block) by (container, name), block id -> bytes; and the
+        #: committed block list of a blob's record, by its ``seq``
+        self.blocks: dict[tuple[str, str], dict[str, bytes]] = {}
+        self.committed_blocks: dict[int, list[tuple[str, bytes]]] = {}
 
     # -- records ---------------------------------------------------------------------------
 
@@ -280,6 +287,9 @@ class Namespace:
 
     def reset(self) -> None:
         self.buckets.clear()
+        self.uncommitted.clear()
+        self.blocks.clear()
+        self.committed_blocks.clear()
         self.files = self.dirs = 0
 
     # -- paths -----------------------------------------------------------------------------

@@ -24,7 +24,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 import orjson
 
@@ -196,7 +196,9 @@ class CloudSim:
 
     def _control(self, method: str, path: str, body: bytes | None = None,
                  query: Mapping[str, str] | None = None, timeout: float = 600.0) -> bytes:
-        target = path + ("?" + urlencode(query) if query else "")
+        # %20 for a space: the control API decodes a query as the Azure endpoints do (a '+'
+        # stays a '+', which object names may hold)
+        target = path + ("?" + urlencode(query, quote_via=quote) if query else "")
         conn = http.client.HTTPConnection(HOST, self._port("control"), timeout=timeout)
         try:
             conn.request(method, target, body=body)

@@ -41,7 +41,8 @@ __all__ = ["Core", "DelayWheel", "HttpProtocol", "Refusal", "Reply", "Request", 
 MAX_HEAD = 64 * 1024
 _REASONS = {
     100: "Continue", 200: "OK", 201: "Created", 202: "Accepted", 204: "No Content",
-    206: "Partial Content", 304: "Not Modified", 400: "Bad Request", 401: "Unauthorized",
+    206: "Partial Content", 304: "Not Modified", 308: "Resume Incomplete", 400: "Bad Request",
+    401: "Unauthorized",
     403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 409: "Conflict",
     411: "Length Required", 412: "Precondition Failed", 413: "Payload Too Large",
     416: "Range Not Satisfiable", 429: "Too Many Requests", 431: "Request Header Fields Too Large",

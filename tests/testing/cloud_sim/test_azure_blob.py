@@ -296,8 +296,9 @@ def test_batch_limits(azure: CloudSim) -> None:
 def test_unknown_requests_are_refused_naming_them(azure: CloudSim) -> None:
     c = _client(azure)
     _container(c)
-    r = c.request("PUT", blob_path("c1", "x") + "?comp=block&blockid=AAAA")
-    assert r.status == 501 and b"PUT /devstoreaccount1/c1/x?comp=block" in r.body
+    r = c.request("PUT", blob_path("c1", "x") + "?comp=lease", headers={
+        "x-ms-lease-action": "acquire", "x-ms-lease-duration": "-1"})
+    assert r.status == 501 and b"PUT /devstoreaccount1/c1/x?comp=lease" in r.body
     r = c.request("GET", "/otheraccount/c1")
     assert (r.status, r.error_code) == (400, "InvalidUri")
     assert c.request("GET", blob_path("c1") + "?restype=container").status == 200
@@ -331,3 +332,49 @@ def test_sdk_blob_client_round_trip(azure: CloudSim) -> None:
     assert [r.status_code for r in results] == [202, 202, 404]
     hns: object = svc.get_account_information()["is_hns_enabled"]
     assert hns is (azure.options.service == "adls")
+
+
+def test_put_block_and_put_block_list(blob: CloudSim) -> None:
+    """"Put Block" stages a block under the blob's name (uncommitted: nothing to read yet);
+    "Put Block List" writes the blob as the listed blocks in order (``Latest``: the
+    uncommitted block of that id, else the committed one), drops the others, and is refused
+    whole (400 ``InvalidBlockList``) when a listed block is not there. What Hadoop 3.5's ABFS
+    sends for every file on a flat account."""
+    c = _client(blob)
+    _container(c)
+    path = blob_path("c1", "dir/f")
+    ids = [base64.b64encode(f"block-{i:03d}".encode()).decode() for i in range(3)]
+    for block_id, data in zip(ids, (b"hello ", b"world", b"unused"), strict=True):
+        r = c.request("PUT", f"{path}?comp=block&blockid={block_id.replace('=', '%3D')}",
+                      body=data)
+        assert r.status == 201, r.body
+    assert c.request("HEAD", path).status == 404  # staged only
+    listed = c.request("GET", f"{path}?comp=blocklist&blocklisttype=uncommitted")
+    assert listed.status == 200  # "Get Block List": a blob's uncommitted blocks, before it
+    assert [n.text for n in ET.fromstring(listed.body).iter("Name")] == ids
+    body = ("<?xml version='1.0' encoding='utf-8'?><BlockList>" +
+            "".join(f"<Latest>{i}</Latest>" for i in ids[:2]) + "</BlockList>").encode()
+    r = c.request("PUT", f"{path}?comp=blocklist", body=body,
+                  headers={"x-ms-blob-content-type": "text/plain", "x-ms-meta-k": "v"})
+    assert r.status == 201 and r.headers["etag"]
+    got = c.request("GET", path)
+    assert got.body == b"hello world"
+    assert got.headers["content-type"] == "text/plain"
+    assert "content-md5" not in got.headers  # none computed for a block list
+    committed = ET.fromstring(c.request("GET", f"{path}?comp=blocklist").body)
+    assert [n.text for n in committed.iter("Name")] == ids[:2]
+    # Appending: the committed blocks, then a new one; a block not there refuses it all.
+    new = base64.b64encode(b"block-new").decode()
+    c.request("PUT", f"{path}?comp=block&blockid={new.replace('=', '%3D')}", body=b"!")
+    missing = ("<BlockList><Committed>" + ids[0] + "</Committed><Latest>bm9uZQ==</Latest>"
+               "</BlockList>").encode()
+    r = c.request("PUT", f"{path}?comp=blocklist", body=missing)
+    assert (r.status, r.error_code) == (400, "InvalidBlockList")
+    assert c.request("GET", path).body == b"hello world"
+    append = ("<BlockList>" + "".join(f"<Committed>{i}</Committed>" for i in ids[:2]) +
+              f"<Latest>{new}</Latest></BlockList>").encode()
+    assert c.request("PUT", f"{path}?comp=blocklist", body=append).status == 201
+    assert c.request("GET", path).body == b"hello world!"
+    # Conditions hold as for any write.
+    r = c.request("PUT", f"{path}?comp=blocklist", body=append, headers={"If-None-Match": "*"})
+    assert (r.status, r.error_code) == (409, "BlobAlreadyExists")

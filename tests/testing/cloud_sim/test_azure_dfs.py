@@ -168,3 +168,107 @@ def test_sdk_data_lake_rename(adls: CloudSim) -> None:
         pass
     fs.get_directory_client("in/sub").rename_directory("lake/out")
     assert sorted(p.name for p in fs.get_paths()) == ["in", "in/c", "out", "out/d"]
+
+
+# -- what Hadoop's ABFS connector leans on (each from the service's documentation) ----------
+
+
+def test_append_then_flush_writes_a_file(adls: CloudSim) -> None:
+    """"Path - Update": appended data is uploaded at its ``position`` and written only by a
+    flush whose position is the file's length once all of it is in, the uploaded data
+    contiguous; data may be uploaded in parallel, in any order."""
+    c = _setup(adls, "f")
+    created = c.request("HEAD", _path("fs", "f")).headers["etag"]
+    # Uploaded out of order; nothing is written before the flush.
+    assert c.request("PATCH", _path("fs", "f") + "?action=append&position=3",
+                     body=b"def").status == 202
+    assert c.request("PATCH", _path("fs", "f") + "?action=append&position=0",
+                     body=b"abc").status == 202
+    assert c.request("HEAD", _path("fs", "f")).headers["content-length"] == "0"
+    # A flush at any other position than the end of contiguous data is refused, no change.
+    for wrong in (2, 7):
+        r = c.request("PATCH", _path("fs", "f") + f"?action=flush&position={wrong}")
+        assert (r.status, r.error_code) == (400, "InvalidFlushPosition")
+    flushed = c.request("PATCH", _path("fs", "f") +
+                        "?action=flush&position=6&retainUncommittedData=false&close=true")
+    assert flushed.status == 200
+    assert flushed.headers["etag"] != created  # a flush is a new version
+    assert c.request("GET", _path("fs", "f")).body == b"abcdef"
+    # The service computes no MD5 of flushed data; a flush may give one to keep.
+    assert "content-md5" not in c.request("HEAD", _path("fs", "f")).headers
+    # Appending to a written file starts at its length.
+    r = c.request("PATCH", _path("fs", "f") + "?action=append&position=2", body=b"x")
+    assert (r.status, r.error_code) == (400, "InvalidFlushPosition")
+    assert c.request("PATCH", _path("fs", "f") + "?action=append&position=6",
+                     body=b"gh").status == 202
+    md5 = "6NxAgbE0NLRRiacgt3toGA=="  # base64 MD5 of "abcdefgh"
+    assert c.request("PATCH", _path("fs", "f") + "?action=flush&position=8",
+                     headers={"x-ms-content-md5": md5}).status == 200
+    head = c.request("HEAD", _path("fs", "f")).headers
+    assert (head["content-length"], head["content-md5"]) == ("8", md5)
+    missing = c.request("PATCH", _path("fs", "none") + "?action=append&position=0", body=b"a")
+    assert (missing.status, missing.error_code) == (404, "PathNotFound")
+
+
+def test_patch_named_by_method_override(adls: CloudSim) -> None:
+    """A client without PATCH (Java's HttpURLConnection, which ABFS uses) sends PUT with
+    ``X-HTTP-Method-Override: PATCH``, signed as the PUT it is."""
+    c = _setup(adls, "f")
+    over = {"X-HTTP-Method-Override": "PATCH"}
+    assert c.request("PUT", _path("fs", "f") + "?action=append&position=0", body=b"ab",
+                     headers=over).status == 202
+    assert c.request("PUT", _path("fs", "f") + "?action=flush&position=2",
+                     headers=over).status == 200
+    assert c.request("GET", _path("fs", "f")).body == b"ab"
+
+
+def test_read_ranges_and_unquoted_etags(adls: CloudSim) -> None:
+    """"Path - Read" with a range; "Specifying conditional headers for Blob service
+    operations": since version 2011-08-18 an etag in If-Match *can* be quoted, so a bare
+    one (as ABFS sends the etag of a listing, which has no quotes) matches too."""
+    c = _setup(adls, "f")
+    c.request("PATCH", _path("fs", "f") + "?action=append&position=0", body=b"0123456789")
+    c.request("PATCH", _path("fs", "f") + "?action=flush&position=10")
+    etag = c.request("HEAD", _path("fs", "f")).headers["etag"]
+    assert etag.startswith('"')
+    listed = c.request("GET", _path("fs") + "?resource=filesystem&recursive=false")
+    bare = listed.json()["paths"][0]["etag"]
+    assert bare == etag.strip('"')
+    for given in (etag, bare, f'"0x1", {bare}'):
+        r = c.request("GET", _path("fs", "f"), headers={"Range": "bytes=2-4",
+                                                        "If-Match": given})
+        assert (r.status, r.body) == (206, b"234"), given
+        assert r.headers["content-range"] == "bytes 2-4/10"
+    r = c.request("GET", _path("fs", "f"), headers={"Range": "bytes=8-100"})
+    assert (r.status, r.body) == (206, b"89")
+    r = c.request("GET", _path("fs", "f"), headers={"If-Match": "0x1"})
+    assert (r.status, r.error_code) == (412, "ConditionNotMet")
+    r = c.request("PUT", _path("fs", "f") + "?resource=file", headers={"If-None-Match": bare})
+    assert r.status == 412
+
+
+def test_status_and_access_control_of_paths_and_the_root(adls: CloudSim) -> None:
+    """"Path - Get Properties": ``action=getStatus`` gives the system properties,
+    ``getAccessControl`` the owner, group, permissions and ACL too (a namespace account
+    only: ABFS asks it of the filesystem's root to learn whether the account has one; the
+    flat account's DFS endpoint refuses it, 400)."""
+    c = _setup(adls, "d/f")
+    root = c.request("HEAD", f"/{ACCOUNT}/fs/?upn=false&action=getAccessControl&timeout=90")
+    assert root.status == 200
+    assert root.headers["x-ms-resource-type"] == "directory"
+    assert root.headers["x-ms-permissions"] == "rwxr-x---"
+    assert root.headers["x-ms-acl"].startswith("user::rwx,")
+    assert c.request("HEAD", f"/{ACCOUNT}/fs?action=getStatus").status == 200
+    f = c.request("HEAD", _path("fs", "d/f") + "?upn=false&action=getStatus")
+    assert f.headers["x-ms-resource-type"] == "file"
+    assert (f.headers["x-ms-owner"], f.headers["x-ms-permissions"]) == ("$superuser",
+                                                                        "rw-r-----")
+    assert "x-ms-acl" not in f.headers
+    listed = c.request("GET", _path("fs") + "?resource=filesystem&recursive=true")
+    assert {p["name"]: p["permissions"] for p in listed.json()["paths"]} == {
+        "d": "rwxr-x---", "d/f": "rw-r-----"}
+
+
+def test_flat_account_refuses_the_namespace_probe(blob: CloudSim) -> None:
+    r = _dfs(blob).request("HEAD", f"/{ACCOUNT}/fs/?upn=false&action=getAccessControl")
+    assert r.status == 400  # ABFS takes a 400 here for "no namespace"
