@@ -26,9 +26,11 @@ from abc import abstractmethod
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import Any, BinaryIO, Protocol, TypeVar
 
+from committer import statistics as st
 from committer.errors import PathNotFoundError, StoreError, TransientStoreError
 from committer.store.base import FileStatus, Identity, Store, UploadOnClose
 from committer.store.http import loop as _loop
+from committer.store.http.hedge import Hedger
 from committer.store.http.limiter import AdaptiveLimit
 
 T = TypeVar("T")
@@ -217,6 +219,11 @@ class AsyncStore(Store):
     source_deletes_sent_again = 0
     _loop: asyncio.AbstractEventLoop
     _resources: AsyncResources
+    #: the backend's adaptive limit of requests in flight, and its races (``http/``)
+    _limit: AdaptiveLimit
+    _hedger: Hedger
+    #: the hedger's counts already taken into statistics (``take_request_counters``)
+    _requests_taken: tuple[int, int, int, int] = (0, 0, 0, 0)
     concurrency: int = 256
 
     def calls_at_once(self) -> int:
@@ -236,6 +243,25 @@ class AsyncStore(Store):
         """Whether a flat store deletes a tree of ``objects`` objects one request each, raced
         in their tail (``ONE_BY_ONE``), whatever the commit's size."""
         return objects <= ONE_BY_ONE
+
+    def commit_begins(self) -> None:
+        run(self._loop, self._begin)
+
+    async def _begin(self) -> None:
+        self._hedger.begin()
+        self._requests_taken = (0, 0, 0, 0)
+
+    def take_request_counters(self) -> dict[str, int]:
+        return run(self._loop, self._take_requests)
+
+    async def _take_requests(self) -> dict[str, int]:
+        """On the loop's thread, which alone changes the hedger's counts."""
+        hedger = self._hedger
+        now = (hedger.sent + hedger.hedged, hedger.hedged, hedger.won, hedger.wasted)
+        before, self._requests_taken = self._requests_taken, now
+        names = (st.STORE_IO_REQUEST, st.STORE_IO_REQUEST_RACED, st.STORE_IO_REQUEST_RACE_WON,
+                 st.STORE_IO_REQUEST_RACE_WASTED)
+        return {name: b - a for name, a, b in zip(names, before, now, strict=True)}
 
     def expect_requests(self, requests: int) -> None:
         """Up to ``SMALL_COMMIT`` requests, a commit of round trips, not of the account's

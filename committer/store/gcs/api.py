@@ -153,7 +153,8 @@ class GcsApi(AsyncStore):
         epoch = self._limit.try_acquire()
         if epoch is None:
             epoch = await self._limit.acquire()
-        throttled, took = False, None
+        self._hedger.sent += 1
+        throttled, took, wire = False, None, None
         started = time.monotonic()
         try:
             def send() -> Coroutine[Any, Any, Response]:
@@ -165,11 +166,12 @@ class GcsApi(AsyncStore):
                               else send())
             throttled = response.status in _THROTTLE_STATUS
             took = time.monotonic() - started  # the limit's latency signal
+            wire = response.wire_s  # the strain's: without a connection's opening
         except (OSError, TimeoutError) as e:
             raise TransientStoreError(f"{op} {url}: no answer ({type(e).__name__}: "
                                       f"{scrub(str(e))[:300]})", url) from None
         finally:  # whatever happened (a cancellation too), the place is given back
-            self._limit.release(epoch, throttled, took)
+            self._limit.release(epoch, throttled, took, wire)
         return response
 
     async def _json(self, op: str, method: str, url: str, **kw: Any) -> dict[str, Any]:
