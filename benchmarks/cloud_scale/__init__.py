@@ -64,6 +64,9 @@ def add_arguments(parser: argparse._ArgumentGroup) -> None:
     parser.add_argument("--p99-ms", type=float, default=200.0)
     parser.add_argument("--ops-limit", type=float, default=20_000,
                         help="requests per second the simulated account serves (0: no limit)")
+    parser.add_argument("--serve-rate", type=float, default=0.0,
+                        help="operations per second the simulated service works through one "
+                             "after another: a latency that rises with the load (0: none)")
     parser.add_argument("--throttle-rate", type=float, default=0.0,
                         help="fraction of requests answered as throttled, at random")
     parser.add_argument("--lose-rate", type=float, default=0.0,
@@ -134,7 +137,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
     options_changes = {"service": args.service, "latency_ms": args.latency_ms,
                        "p99_ms": args.p99_ms if args.latency_ms else 0.0,
-                       "ops_limit": args.ops_limit, "seed": args.seed}
+                       "ops_limit": args.ops_limit, "seed": args.seed,
+                       "serve_rate": getattr(args, "serve_rate", 0.0)}
     with start_cloud_sim(**options_changes) as sim:
         storage = sim.trusted_options
         if args.concurrency:
@@ -181,7 +185,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     result = {
         "service": args.service, "files": args.files, "tasks": args.tasks,
         "partitions": args.partitions, "latency_ms": args.latency_ms, "p99_ms": args.p99_ms,
-        "ops_limit": args.ops_limit, "throttle_rate": args.throttle_rate,
+        "ops_limit": args.ops_limit, "serve_rate": options_changes["serve_rate"],
+        "throttle_rate": args.throttle_rate,
         "lose_rate": args.lose_rate, "seed": args.seed, "processes_setting": args.processes,
         "files_committed": trial["files_committed"], **check,
         "wall_s": trial["wall_s"], "throttle_bound_s": bound,

@@ -126,6 +126,11 @@ def main(path: str) -> int:
         "limit_cuts": limit.cuts if limit is not None else None,
         "hedged": hedger.hedged if hedger is not None else None,
         "hedges_won": hedger.won if hedger is not None else None,
+        "hedges_wasted": getattr(hedger, "wasted", None),
+        "requests_sent": (hedger.sent + hedger.hedged
+                          if hedger is not None and hasattr(hedger, "sent") else None),
+        "strained": getattr(limit, "strained", None),
+        "summary_requests": {k: v for k, v in counters.items() if k.startswith("store_io_request")},
         "processes_started": counters.get("store_processes_started", 0),
         "retries": counters.get("store_io_retry", 0),
         "rate_limit": store.rate_limit,

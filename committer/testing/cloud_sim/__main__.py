@@ -39,7 +39,13 @@ from committer.testing.cloud_sim.gcs_json import GcsService
 from committer.testing.cloud_sim.latency import Latency
 from committer.testing.cloud_sim.namespace import Namespace
 from committer.testing.cloud_sim.options import SimOptions, parse_args
-from committer.testing.cloud_sim.server import Core, HttpProtocol, Service, new_event_loop
+from committer.testing.cloud_sim.server import (
+    Core,
+    HttpProtocol,
+    Service,
+    WorkQueue,
+    new_event_loop,
+)
 from committer.testing.cloud_sim.shared_key import SharedKeyVerifier
 from committer.testing.cloud_sim.throttle import TokenBucket
 from committer.testing.emulators import AZURITE_ACCOUNT, AZURITE_KEY
@@ -94,7 +100,8 @@ async def serve(options: SimOptions, stop: asyncio.Event) -> None:
     bucket = (TokenBucket(options.ops_limit, options.burst_s, loop.time())
               if options.ops_limit > 0 else None)
     core = Core(loop, latency, bucket, Faults(options.seed),
-                retry_after_s=options.retry_after_s)
+                retry_after_s=options.retry_after_s,
+                queue=WorkQueue(options.serve_rate) if options.serve_rate else None)
     services = build_services(options, core, ns)
     tls = None
     if options.tls_cert is not None and options.tls_key is not None:

@@ -24,6 +24,9 @@ class SimOptions:
     burst_s: float = 0.25
     #: the Retry-After sent when throttled; None: computed from the bucket
     retry_after_s: int | None = None
+    #: operations a second the service works through one after another (a request waits for
+    #: those ahead of it: a latency that rises with the load); 0 = no queue
+    serve_rate: float = 0.0
     seed: int | None = None
     #: serve the GCS objects move API (fake-gcs-server refuses it: 400)
     gcs_move: bool = False
@@ -45,6 +48,8 @@ class SimOptions:
             raise ValueError(f"p99_ms ({self.p99_ms}) is below latency_ms ({self.latency_ms})")
         if self.ops_limit < 0 or self.burst_s <= 0:
             raise ValueError("ops_limit must be >= 0 and burst_s > 0")
+        if self.serve_rate < 0:
+            raise ValueError("serve_rate must be >= 0")
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("tls_cert and tls_key go together")
         if self.retry_after_s is not None and self.retry_after_s < 0:
@@ -57,6 +62,8 @@ class SimOptions:
                "--burst-s", repr(self.burst_s)]
         if self.retry_after_s is not None:
             out += ["--retry-after-s", str(self.retry_after_s)]
+        if self.serve_rate:
+            out += ["--serve-rate", repr(self.serve_rate)]
         if self.seed is not None:
             out += ["--seed", str(self.seed)]
         if self.gcs_move:
@@ -88,6 +95,10 @@ def _parser() -> argparse.ArgumentParser:
                    help="bucket capacity in seconds of the rate (default 0.25)")
     p.add_argument("--retry-after-s", type=int, default=None,
                    help="Retry-After value to send (default: computed from the bucket)")
+    p.add_argument("--serve-rate", type=float, default=0.0,
+                   help="operations per second the service works through one after another: "
+                        "a request waits for those ahead of it, so latency rises with the "
+                        "load (0 = no queue)")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--gcs-move", action="store_true",
                    help="serve the GCS objects move API (default: 400, as fake-gcs-server)")
@@ -110,6 +121,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[SimOptions, int | None]:
         options = SimOptions(
             service=args.service, latency_ms=args.latency_ms, p99_ms=args.p99_ms,
             ops_limit=args.ops_limit, burst_s=args.burst_s, retry_after_s=args.retry_after_s,
+            serve_rate=args.serve_rate,
             seed=args.seed, gcs_move=args.gcs_move,
             verify_signatures=not args.no_verify_signatures, bearer_token=args.bearer_token,
             tls_cert=args.tls_cert, tls_key=args.tls_key)
