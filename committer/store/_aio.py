@@ -46,7 +46,9 @@ SMALL_COMMIT = 50_000
 #: request a file costs more CPU than the round trip it saves; docs/benchmarks-cloud.md); and
 #: objects up to which a flat store deletes a tree one request each, whatever the commit's
 #: size (the job directory after a commit holds its manifests: a batch of them waited for its
-#: slowest part: 0.48 s in a traced run of 10,000 renames)
+#: slowest part: 0.48 s in a traced run of 10,000 renames). Only while the service is not
+#: strained as a whole (``http/strain.py``): refusing, or slowed under load, it gets batches
+#: (more requests there only queue, and cost the client CPU a batch saves)
 ONE_BY_ONE = 2_000
 #: rounds in which a batch of renames sends again the sources' deletes the service refused,
 #: and the longest wait before one (a hostile Retry-After cannot stall the batch for long)
@@ -234,15 +236,23 @@ class AsyncStore(Store):
     _race_tail = False
     #: a large commit's last renames are raced likewise, grouped as the rest (``tail_begins``)
     _race_last = False
-    #: a copy-based store renames each file alone and deletes without batches
-    #: (``ONE_BY_ONE``); set likewise
+    #: a commit small enough that a copy-based store renames each file alone and deletes
+    #: without batches (``ONE_BY_ONE``), while the service is not strained; set likewise
     _one_by_one = False
 
-    @staticmethod
-    def _tree_one_by_one(objects: int) -> bool:
+    @property
+    def _each_alone(self) -> bool:
+        """Whether files are renamed and deleted one request each now: a small commit's
+        (``ONE_BY_ONE``), while the service is neither refusing nor slowed as a whole
+        (``AdaptiveLimit.strained``); else in batches, which send and wait for fewer
+        requests."""
+        return self._one_by_one and not self._limit.strained
+
+    def _tree_one_by_one(self, objects: int) -> bool:
         """Whether a flat store deletes a tree of ``objects`` objects one request each, raced
-        in their tail (``ONE_BY_ONE``), whatever the commit's size."""
-        return objects <= ONE_BY_ONE
+        in their tail (``ONE_BY_ONE``), whatever the commit's size: while the service is not
+        strained."""
+        return objects <= ONE_BY_ONE and not self._limit.strained
 
     def commit_begins(self) -> None:
         run(self._loop, self._begin)

@@ -34,7 +34,7 @@ from committer.store.gcs.wire import (
 )
 from committer.store.http.connection import ConnectionPool
 from committer.store.http.hedge import Hedger, hedged
-from committer.store.http.limiter import AdaptiveLimit
+from committer.store.http.limiter import AdaptiveLimit, Place
 from committer.store.http.loop import wire_loop
 from committer.store.http.messages import Origin, Response
 from committer.store.http.quoting import quote_name
@@ -120,14 +120,14 @@ class GcsApi(AsyncStore):
     async def _request(
         self, op: str, method: str, url: str, *, params: Mapping[str, str] | None = None,
         body: bytes | None = None, headers: Mapping[str, str] | None = None,
-        limit: int | None = None, hedge: bool | None = None,
+        limit: int | None = None, hedge: bool | None = None, place: Place | None = None,
     ) -> tuple[int, bytes]:
         """One HTTP request (``url``: the path below the endpoint), no retries; a non-2xx
         answer raises :class:`GcsHttpError`, no answer a ``TransientStoreError``."""
         if self.faults is not None and self.faults.before(op):
             raise GcsHttpError(self.faults.status, "injected: backend busy")
         response = await self._send(method, url, params, body or b"", headers, limit, op,
-                                   hedge=hedge)
+                                   hedge=hedge, place=place)
         if response.status >= 300:
             raise GcsHttpError(response.status, _error_message(response.body),
                                retry_after=_retry_after(response))
@@ -139,10 +139,11 @@ class GcsApi(AsyncStore):
     async def _send(self, method: str, url: str, params: Mapping[str, str] | None, body: bytes,
                     headers: Mapping[str, str] | None, limit: int | None, op: str,
                     idempotent: bool | None = None, hedge: bool | None = None,
-                    parts: int = 1) -> Response:
+                    parts: int = 1, place: Place | None = None) -> Response:
         """``hedge``: a slow request may be raced by a copy (``http/hedge.py``); reads are,
         by default, and whatever a repetition does not change (``parts``: the operations a
-        batch carries)."""
+        batch carries). ``place``: a place in the limit the caller took already (its choice
+        of this request over a batch was made once it had one), the request's own."""
         pool = self._connections()
         hdrs = dict(await self._token.headers())
         if headers:
@@ -150,7 +151,9 @@ class GcsApi(AsyncStore):
         target = url
         if params:
             target += "?" + "&".join([f"{k}={quote_name(str(v))}" for k, v in params.items()])
-        epoch = self._limit.try_acquire()
+        epoch = place.take() if place is not None else None
+        if epoch is None:
+            epoch = self._limit.try_acquire()
         if epoch is None:
             epoch = await self._limit.acquire()
         self._hedger.sent += 1
