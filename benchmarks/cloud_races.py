@@ -95,22 +95,34 @@ def _sim_options(service: str, args: argparse.Namespace, seed: int) -> dict[str,
 
 @contextmanager
 def _service(service: str, args: argparse.Namespace, seed: int
-             ) -> Iterator[tuple[str, dict[str, Any], Any]]:
-    """``(scheme, storage options, simulator or None)`` of a fresh ``service``, in its own
-    process."""
+             ) -> Iterator[tuple[str, dict[str, Any], Any, int]]:
+    """``(scheme, storage options, simulator or None, its pid)`` of a fresh ``service``, in
+    its own process."""
     if service in EMULATORS:
         from committer.testing.emulators import start_azurite, start_fake_gcs_server
 
         emulator = start_azurite() if service == "azurite" else start_fake_gcs_server()
         try:
-            yield emulator.scheme, dict(emulator.storage_options), None
+            yield emulator.scheme, dict(emulator.storage_options), None, emulator.pid
         finally:
             emulator.stop()
         return
     from committer.testing.cloud_sim import start_cloud_sim
 
     with start_cloud_sim(**_sim_options(service, args, seed)) as sim:
-        yield sim.scheme, sim.trusted_options, sim
+        yield sim.scheme, sim.trusted_options, sim, sim.pid
+
+
+def _service_cpu(pid: int) -> tuple[float, float]:
+    """The service's CPU seconds so far and its seconds runnable but waiting for a CPU
+    (``/proc/<pid>/task/*/schedstat``), its child processes included: on this shared
+    machine an emulator bound by its own CPU answers as fast as it is given one."""
+    from benchmarks.emulators.runner import _emulator_cpu, _emulator_wait
+
+    try:
+        return _emulator_cpu(pid), _emulator_wait(pid)
+    except Exception:  # gone: nothing to say
+        return 0.0, 0.0
 
 
 def _prepare(scheme: str, options: dict[str, Any], tasks: int, per_task: int
@@ -162,18 +174,20 @@ def _one(service: str, args: argparse.Namespace, code: Path, seed: int) -> dict[
     """One trial: a fresh service, the job prepared, committed by ``code``, checked."""
     from benchmarks.common import run_script
 
-    with _service(service, args, seed) as (scheme, options, sim):
+    with _service(service, args, seed) as (scheme, options, sim, pid):
         job = _prepare(scheme, options, args.tasks, args.files_per_task)
         if sim is not None:
             time.sleep(0.3)  # a throttled account's bucket refilled after the preparation
             sim.reset_stats()
-        load0 = _load()
+        load0, (cpu0, wait0) = _load(), _service_cpu(pid)
         trial = run_script(Path(__file__).resolve(), job, 3600, code=code)
-        load1 = _load()
+        load1, (cpu1, wait1) = _load(), _service_cpu(pid)
         served = sim.stats() if sim is not None else None
         _check(job)
     out: dict[str, Any] = {**trial, "files": job["files"], "seed": seed if sim else None,
                            "load_before": load0, "load_after": load1,
+                           "service_cpu_s": round(cpu1 - cpu0, 3),
+                           "service_wait_s": round(wait1 - wait0, 3),
                            "per_file_ms": trial["cpu_s"] / job["files"] * 1000}
     requests = trial.get("requests") or 0
     out["raced_share"] = (trial.get("raced") or 0) / requests if requests else 0.0
@@ -203,8 +217,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 print(f"{service:20} {label:8} rep {rep + 1}: {trial['per_file_ms']:.3f} ms "
                       f"CPU/file, wall {trial['wall_s']:.2f} s, requests "
                       f"{trial.get('requests')}, raced {trial.get('raced')} "
-                      f"({trial['raced_share']:.1%}), load {trial['load_before'][0]}"
-                      f"-{trial['load_after'][0]}", flush=True)
+                      f"({trial['raced_share']:.1%}), service CPU {trial['service_cpu_s']} s "
+                      f"(waited {trial['service_wait_s']} s for one), load "
+                      f"{trial['load_before'][0]}-{trial['load_after'][0]}", flush=True)
     summary: dict[str, dict[str, Any]] = {}
     for service in services:
         for label, _ in codes:
@@ -218,6 +233,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "raced_share_max": max(r["raced_share"] for r in mine),
                 "raced": statistics.median(r.get("raced") or 0 for r in mine),
                 "won": statistics.median(r.get("won") or 0 for r in mine),
+                "service_cpu_s": statistics.median(r["service_cpu_s"] for r in mine),
+                "service_wait_s": statistics.median(r["service_wait_s"] for r in mine),
                 "load": [min(r["load_before"][0] for r in mine),
                          max(r["load_after"][0] for r in mine)],
             }
@@ -264,6 +281,7 @@ def report(result: dict[str, Any]) -> str:
                      f"{wall['median']:.2f} ({wall['min']:.2f}-{wall['max']:.2f})",
                      f"{s['requests']:,.0f}", f"{s['raced']:,.0f}",
                      f"{s['raced_share_max']:.1%}", f"{s['won']:,.0f}",
+                     f"{s['service_cpu_s']:.1f} / {s['service_wait_s']:.1f}",
                      f"{s['load'][0]}-{s['load'][1]}"])
     lines = [f"{result['tasks']} tasks x {result['files_per_task']} files ({files} files) per "
              f"commit, {result['repeats']} repetitions alternated with {base}; median "
@@ -274,7 +292,8 @@ def report(result: dict[str, Any]) -> str:
              f"{result['sim']['loaded_serve_rate']:,.0f} operations/s.", "",
              markdown_table(["service", "engine", "CPU ms / file", "wall s",
                              "requests (client)", "raced, median", "raced share, max",
-                             "races won, median", "load average"], rows), ""]
+                             "races won, median", "service CPU / wait for a CPU, s",
+                             "load average"], rows), ""]
     for service, met in result["targets"].items():
         lines.append(f"- {service}: " + ", ".join(
             f"{name} {'met' if ok else 'MISSED'}" for name, ok in met.items()))
@@ -287,6 +306,41 @@ def report(result: dict[str, Any]) -> str:
 def _cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
+
+
+def _threads_cpu() -> dict[int, float]:
+    """CPU seconds of each thread of this process so far, by native id (Linux)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[int, float] = {}
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            stat = Path(f"/proc/self/task/{tid}/stat").read_text()
+        except OSError:
+            continue  # ended meanwhile
+        fields = stat[stat.rindex(")") + 2:].split()
+        out[int(tid)] = (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def _by_role(before: dict[int, float], after: dict[int, float]) -> dict[str, float]:
+    """The CPU the commit's threads still running spent, by what they are: the request loop,
+    the caller's thread, the SDKs' own loop (fsspec's), the rest (the commit's pool has ended
+    by now: ``trial`` counts it as what the process spent beyond these)."""
+    import threading
+
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    out: dict[str, float] = {}
+    for tid, cpu in after.items():
+        name = names.get(tid, "ended or native")
+        role = ("request loop" if name == "committer-wire" else "commit pool"
+                if name.startswith("commit-") else "caller" if name == "MainThread"
+                else "fsspec loop" if name == "fsspecIO" else "other")
+        out[role] = round(out.get(role, 0.0) + cpu - before.get(tid, 0.0), 3)
+    return out
 
 
 def trial(path: str) -> int:
@@ -303,11 +357,14 @@ def trial(path: str) -> int:
     from committer.store import open_store
 
     config = CommitterConfig(storage_options=job["options"])
+    threads0 = _threads_cpu()
     cpu0, t0 = _cpu(), time.perf_counter()
     store = open_store(job["dest"], config)
     summary = JobCommitter(job["dest"], job["job_id"], config=config, store=store).commit(
         job["committed"])
     wall, cpu = time.perf_counter() - t0, _cpu() - cpu0
+    threads = _by_role(threads0, _threads_cpu())
+    threads["commit pool (ended)"] = round(cpu - sum(threads.values()), 3)
     if not summary.success or summary.metrics.get("committer_files_committed") != job["files"]:
         raise SystemExit(f"commit moved {summary.metrics.get('committer_files_committed')}")
     backend = store.backend
@@ -316,7 +373,7 @@ def trial(path: str) -> int:
     limit = getattr(backend, "limit", None)
     counters = summary.iostatistics.counters
     out = {
-        "cpu_s": cpu, "wall_s": wall,
+        "cpu_s": cpu, "wall_s": wall, "threads_cpu_s": threads,
         # every request the client sent, copies and batches (one each) included
         "requests": sum(getattr(p, "requests", 0) for p in pools) if pools else None,
         "connections": sum(getattr(p, "connections_opened", 0) for p in pools),
