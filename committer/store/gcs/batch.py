@@ -228,14 +228,27 @@ class GcsBatches(GcsRenames):
         commits (``ONE_BY_ONE``), while the service is not strained, the source is deleted
         as soon as its rewrite is done, where a batch would wait for its slowest rewrite and
         then for its slowest delete (requests a file, not a hundred files: only a small
-        commit spends that); else its delete waits for the batch of deletes after them."""
+        commit spends that); else its delete waits for the batch of deletes after them. The
+        batch goes as soon as every file has chosen, beside the rewrites still answering."""
         batched: list[int] = []
+        undecided = len(indexes)
+        batch: list[asyncio.Task[list[BaseException | None]]] = []
+
+        def chosen(alone: bool, i: int) -> None:
+            nonlocal undecided
+            undecided -= 1
+            if not alone:
+                batched.append(i)
+            if not undecided and batched:
+                batch.append(asyncio.ensure_future(self._rewrite_batched(
+                    pairs, list(batched), known_absent, sources)))
 
         async def one(i: int) -> None:
             place = await self._limit.place()
             try:
-                if self._limit.strained:
-                    batched.append(i)
+                alone = not self._limit.strained
+                chosen(alone, i)
+                if not alone:
                     return
                 sources[i] = await self._rewrite(pairs[i], False, known_absent,
                                                  hedge=self._races, place=place)
@@ -248,12 +261,17 @@ class GcsBatches(GcsRenames):
                 if error is not None:
                     raise error
 
-        outcome = dict(zip(indexes, await map_bounded(one, indexes, self._batch_workers),
-                           strict=True))
-        if batched:
-            outcome.update(zip(batched, await self._rewrite_batched(pairs, batched,
-                                                                    known_absent, sources),
+        try:
+            outcome = dict(zip(indexes, await map_bounded(one, indexes, self._batch_workers),
                                strict=True))
+        except BaseException:
+            for task in batch:
+                task.cancel()
+            raise
+        if batched:  # sent once every file had chosen (not, if a file failed to get a place)
+            answers = await (batch[0] if batch else self._rewrite_batched(
+                pairs, batched, known_absent, sources))
+            outcome.update(zip(batched, answers, strict=True))
         return [outcome[i] for i in indexes]
 
     async def _move_probe(self, pair: tuple[str, str]) -> bool:
