@@ -67,6 +67,7 @@ from xml.sax.saxutils import escape
 
 import orjson
 
+from committer.testing.cloud_sim.gcs_rates import GcsRates, RateRefusal, refusal_message
 from committer.testing.cloud_sim.multipart import (
     MultipartError,
     SubResponse,
@@ -151,17 +152,28 @@ def rfc3339(ts: float) -> str:
 
 
 class GcsError(Exception):
-    def __init__(self, status: int, reason: str, message: str) -> None:
+    def __init__(self, status: int, reason: str, message: str, domain: str = "global") -> None:
         super().__init__(message)
         self.status = status
         self.reason = reason
         self.message = message
+        self.domain = domain
+
+
+class RateRefused(GcsError):
+    """The bucket's rate, or the per-object write limit, refused the request (``gcs_rates``):
+    429 ``usageLimits`` / ``rateLimitExceeded``, no ``Retry-After``, as the service answers."""
+
+    def __init__(self, bucket: str, refusal: RateRefusal) -> None:
+        super().__init__(429, "rateLimitExceeded", refusal_message(bucket, refusal),
+                         "usageLimits")
 
 
 _XML = "Content-Type: application/xml; charset=UTF-8\r\n"
 #: the first path segments of the JSON API (everything else is a bucket of the XML API)
 _JSON_API_ROOTS = frozenset({"storage", "upload", "download", "batch"})
-_XML_CODES = {404: "NoSuchKey", 412: "PreconditionFailed", 401: "AccessDenied"}
+_XML_CODES = {404: "NoSuchKey", 412: "PreconditionFailed", 401: "AccessDenied",
+              429: "SlowDown"}  # 429's code: this simulator's choice
 
 
 def _xml_etag(obj: Obj) -> str:
@@ -211,12 +223,16 @@ class GcsService(Service):
     #: fake-gcs-server, which takes unauthenticated requests)
     bearer_token: str | None = None
 
-    def __init__(self, core: Core, ns: Namespace, *, move: bool) -> None:
+    def __init__(self, core: Core, ns: Namespace, *, move: bool,
+                 rates: GcsRates | None = None) -> None:
         self.core = core
         self.ns = ns
         self.move_enabled = move
         #: resumable upload sessions by upload id
         self._sessions: dict[str, _Session] = {}
+        #: a cold bucket's rates and the per-object write limit (``gcs_rates.py``); None: the
+        #: account's flat rate alone (``SimOptions.gcs_bucket`` warm)
+        self.rates = rates
         self._handlers: Mapping[str, Callable[[Request], Reply]] = {
             "get_bucket": self._get_bucket,
             "create_bucket": self._create_bucket,
@@ -236,9 +252,10 @@ class GcsService(Service):
 
     # -- answers ---------------------------------------------------------------------------
 
-    def error_reply(self, req: Request, status: int, code: str, message: str) -> Reply:
+    def error_reply(self, req: Request, status: int, code: str, message: str,
+                    domain: str = "global") -> Reply:
         body = orjson.dumps({"error": {"code": status, "message": message, "errors": [
-            {"message": message, "domain": "global", "reason": code}]}})
+            {"message": message, "domain": domain, "reason": code}]}})
         return Reply(status, _JSON, body)
 
     def throttled_reply(self, req: Request, retry_after: int) -> Reply:
@@ -254,11 +271,26 @@ class GcsService(Service):
                                                   != f"Bearer {self.bearer_token}"):
                 raise GcsError(401, "required", "Anonymous caller does not have access or "
                                "the bearer token is not the one expected.")
+            if self.rates is not None:
+                refusal = self.rates.admit(op, req.bucket)
+                if refusal is not None:
+                    raise RateRefused(req.bucket, refusal)
             return self._handlers[op](req)
         except GcsError as e:
+            if isinstance(e, RateRefused):
+                self.core.stats.throttled(op, injected=False)
+                self.core.timeline.throttle(self.core.loop.time(), 1)
             if op.startswith("xml_"):
                 return _xml_error(e)
-            return self.error_reply(req, e.status, e.reason, e.message)
+            return self.error_reply(req, e.status, e.reason, e.message, e.domain)
+
+    def _mutating(self, bucket: str, key: str) -> None:
+        """A write of the object ``key`` is about to be carried out: the per-object limit
+        may refuse it (one write a second to one name, ``gcs_rates.py``)."""
+        if self.rates is not None:
+            refusal = self.rates.object_write(bucket, key)
+            if refusal is not None:
+                raise RateRefused(bucket, refusal)
 
     def _resource(self, bucket: str, key: str, obj: Obj) -> dict[str, object]:
         generation = GENERATION_BASE + obj.seq
@@ -521,6 +553,7 @@ class GcsService(Service):
         bucket = self._bucket(req.bucket)
         existing = self.ns.get(bucket, name)
         self._preconditions(q, existing)
+        self._mutating(bucket.name, name)
         extra = (Extra(extra_meta, ctype) if extra_meta or ctype else None)
         obj = self.ns.new_file(data, len(data), extra=extra)
         self.ns.put(bucket, name, obj)
@@ -606,6 +639,7 @@ class GcsService(Service):
             raise _not_found(req.bucket, req.key)
         dst_bucket = self._bucket(dst_bucket_name)
         self._preconditions(q, self.ns.get(dst_bucket, dst_key))
+        self._mutating(dst_bucket.name, dst_key)
         sx = source.extra
         extra = (None if sx is None
                  else Extra(dict(sx.metadata) if sx.metadata else None, sx.content_type))
@@ -626,6 +660,7 @@ class GcsService(Service):
             self._preconditions(req.params(plus=True), obj)
         if obj is None:
             raise _not_found(req.bucket, req.key)
+        self._mutating(bucket.name, req.key)
         self.ns.remove(bucket, req.key)
         return Reply(204)
 
@@ -644,6 +679,8 @@ class GcsService(Service):
             raise GcsError(400, "invalid", "The source and destination object names of a "
                            "move must differ.")
         self._preconditions(q, self.ns.get(bucket, dst_key))
+        self._mutating(bucket.name, req.key)
+        self._mutating(bucket.name, dst_key)
         self.ns.remove(bucket, req.key)
         obj = Obj(self.ns.next_seq(), source.size, time.time(), source.sums, source.data,
                   source.extra)
@@ -666,6 +703,7 @@ class GcsService(Service):
         q = {k: v for k, v in conditions.items() if v is not None}
         self._preconditions(q, source, source=True)
         self._preconditions(q, self.ns.get(dst_bucket, req.key))
+        self._mutating(dst_bucket.name, req.key)
         obj = Obj(self.ns.next_seq(), source.size, time.time(), source.sums, source.data,
                   source.extra)
         self.ns.put(dst_bucket, req.key, obj)
@@ -678,6 +716,7 @@ class GcsService(Service):
         bucket = self._bucket(req.bucket)
         if self.ns.get(bucket, req.key) is None:
             raise _not_found(req.bucket, req.key)
+        self._mutating(bucket.name, req.key)
         self.ns.remove(bucket, req.key)
         return Reply(204)
 
