@@ -35,6 +35,7 @@ from committer.testing.cloud_sim.azure_blob import BlobService
 from committer.testing.cloud_sim.azure_dfs import DfsService
 from committer.testing.cloud_sim.control import ControlService, rates_routes
 from committer.testing.cloud_sim.faults import Faults
+from committer.testing.cloud_sim.gcs_folders import GcsFolders
 from committer.testing.cloud_sim.gcs_json import GcsService
 from committer.testing.cloud_sim.gcs_rates import GcsRates
 from committer.testing.cloud_sim.latency import Latency
@@ -94,7 +95,9 @@ def build_services(options: SimOptions, core: Core, ns: Namespace,
     """The data services of ``options.service``, by port name."""
     services: dict[str, Service]
     if options.service == "gcs":
-        services = {"gcs": GcsService(core, ns, move=options.gcs_move, rates=rates)}
+        gcs = GcsService(core, ns, move=options.gcs_move, rates=rates)
+        GcsFolders(gcs)  # buckets with a hierarchical namespace: folders, their rename
+        services = {"gcs": gcs}
     else:
         verifier = (SharedKeyVerifier(AZURITE_ACCOUNT, AZURITE_KEY)
                     if options.verify_signatures else None)
@@ -108,6 +111,7 @@ def build_services(options: SimOptions, core: Core, ns: Namespace,
 async def serve(options: SimOptions, stop: asyncio.Event) -> None:
     loop = asyncio.get_running_loop()
     ns = Namespace(hierarchical=options.service == "adls", seed=options.seed)
+    ns.hns_buckets = options.service == "gcs" and options.gcs_hns
     latency = Latency(options.latency_ms, options.p99_ms, options.seed)
     # a cold GCS bucket's rates are its own (gcs_rates.py); ops_limit is then their ceiling
     cold = options.service == "gcs" and options.gcs_bucket == "cold"

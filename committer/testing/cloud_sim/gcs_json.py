@@ -233,7 +233,10 @@ class GcsService(Service):
         #: a cold bucket's rates and the per-object write limit (``gcs_rates.py``); None: the
         #: account's flat rate alone (``SimOptions.gcs_bucket`` warm)
         self.rates = rates
-        self._handlers: Mapping[str, Callable[[Request], Reply]] = {
+        #: routes under ``/storage/v1/b/{bucket}/<segment>`` other parts of the model add
+        #: (``gcs_folders.py``: folders, operations): ``(request, path parts) -> op or None``
+        self.extensions: dict[str, Callable[[Request, list[str]], str | None]] = {}
+        self._handlers: dict[str, Callable[[Request], Reply]] = {
             "get_bucket": self._get_bucket,
             "create_bucket": self._create_bucket,
             "get_object": self._get_object,
@@ -249,6 +252,13 @@ class GcsService(Service):
             "xml_copy": self._xml_copy,
             "xml_delete": self._xml_delete,
         }
+
+    def extend(self, segment: str, route: Callable[[Request, list[str]], str | None],
+               handlers: Mapping[str, Callable[[Request], Reply]]) -> None:
+        """Serve ``/storage/v1/b/{bucket}/<segment>...``: ``route`` names the operation of a
+        request there (``None``: none), ``handlers`` carry the operations out."""
+        self.extensions[segment] = route
+        self._handlers.update(handlers)
 
     # -- answers ---------------------------------------------------------------------------
 
@@ -353,6 +363,11 @@ class GcsService(Service):
                     req.key = unquote_fast(parts[6])
                     req.sub = (req.bucket, unquote_fast(parts[9]), False)
                     return "move"
+            elif parts[5] in self.extensions:
+                req.bucket = unquote_fast(parts[4])
+                found = self.extensions[parts[5]](req, parts)
+                if found is not None:
+                    return found
         elif len(parts) == 7 and parts[1] == "upload" and parts[2] == "storage" \
                 and parts[3] == "v1" and parts[4] == "b" and parts[6] == "o":
             req.bucket = unquote_fast(parts[5])
@@ -427,24 +442,31 @@ class GcsService(Service):
 
     def _bucket_resource(self, bucket: Bucket) -> bytes:
         created = rfc3339(bucket.created)
-        return orjson.dumps({
+        out: dict[str, object] = {
             "kind": "storage#bucket", "id": bucket.name, "name": bucket.name,
             "projectNumber": "0", "metageneration": "1", "location": "US",
             "storageClass": "STANDARD", "etag": "CAE=", "timeCreated": created,
-            "updated": created, "locationType": "multi-region"})
+            "updated": created, "locationType": "multi-region"}
+        if bucket.hns:  # a bucket with folders needs uniform bucket-level access
+            out["hierarchicalNamespace"] = {"enabled": True}
+            out["iamConfiguration"] = {"uniformBucketLevelAccess": {"enabled": True}}
+        return orjson.dumps(out)
 
     def _get_bucket(self, req: Request) -> Reply:
         return Reply(200, _JSON, self._bucket_resource(self._bucket(req.bucket)))
 
     def _create_bucket(self, req: Request) -> Reply:
         try:
-            name = orjson.loads(req.body).get("name")
+            spec = orjson.loads(req.body)
+            name = spec.get("name")
         except (orjson.JSONDecodeError, AttributeError):
-            name = None
+            spec, name = {}, None
         if not isinstance(name, str) or not name:
             raise GcsError(400, "invalid", "A bucket needs a name: the body is "
                            '{"name": "..."}.')
-        bucket = self.ns.create_bucket(name)
+        hns = spec.get("hierarchicalNamespace")
+        bucket = self.ns.create_bucket(
+            name, hns.get("enabled") is True if isinstance(hns, dict) else None)
         if bucket is None:
             raise GcsError(409, "conflict", "Your previous request to create the named bucket "
                            "succeeded and you already own it.")
@@ -508,9 +530,18 @@ class GcsService(Service):
                                     limit=limit)
         items = []
         prefixes = []
+        # a bucket with folders: a folder is no object; with a delimiter, an empty one is a
+        # prefix only when asked (``includeFoldersAsPrefixes``), as the service lists them
+        empty_folders = bool(delimiter) and q.get("includeFoldersAsPrefixes") == "true"
         for entry in entries:
             if entry.obj is None:
-                prefixes.append(entry.name)
+                if entry.name not in prefixes and (
+                        empty_folders or not bucket.hns or self._holds_objects(
+                            bucket, entry.name)):
+                    prefixes.append(entry.name)
+            elif entry.is_dir:
+                if empty_folders and entry.name + "/" not in prefixes:
+                    prefixes.append(entry.name + "/")
             else:
                 items.append(self._resource(bucket.name, entry.name, entry.obj))
         out: dict[str, object] = {"kind": "storage#objects"}
@@ -521,6 +552,19 @@ class GcsService(Service):
         if items:
             out["items"] = items
         return Reply(200, _JSON, orjson.dumps(out))
+
+    def _holds_objects(self, bucket: Bucket, prefix: str) -> bool:
+        """Whether an object lies below the folder ``prefix`` (a prefix of a bucket with
+        folders that holds only empty folders is listed only when they are asked for)."""
+        pending = [self.ns.find_dir(bucket, prefix.rstrip("/"))]
+        while pending:
+            d = pending.pop()
+            if d is None:
+                continue
+            if d.files:
+                return True
+            pending.extend(d.dirs.values())
+        return False
 
     def _upload(self, req: Request) -> Reply:
         q = req.params(plus=True)
