@@ -58,9 +58,21 @@ class GcsApi(AsyncStore):
         trust_preconditions: bool = True,
         faults: WireFaults | None = None,
         transport: Transport | None = None,
+        bucket: str | None = None,
+        hierarchical: bool | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        #: the bucket of the location the store was opened for (its namespace is the store's:
+        #: ``folders.py``), and ``bucket -> has a hierarchical namespace`` as far as known
+        self.home_bucket = bucket
+        self._hns: dict[str, bool] = {}
+        #: how that was decided: "option" (given), "bucket" (it said), "refused" (its metadata
+        #: could not be read: flat assumed), "unknown" (not asked yet)
+        self.namespace_source = "unknown"
+        if bucket is not None and hierarchical is not None:
+            self._hns[bucket] = hierarchical
+            self.namespace_source = "option"
         self.fs = fs
         self.concurrency = concurrency
         self._limit = AdaptiveLimit(concurrency)

@@ -17,6 +17,10 @@ Documented (Cloud Storage):
 - "Folder: rename" (https://cloud.google.com/storage/docs/json_api/v1/folders/rename):
   ``POST .../folders/{sourcePath}/renameTo/folders/{destinationPath}``, the paths URL-encoded
   (``src-folder%2F``), no body; it answers a long-running operation;
+- "Folder: deleteRecursive"
+  (https://cloud.google.com/storage/docs/json_api/v1/folders/deleteRecursive): ``POST
+  .../folders/{folder}/deleteRecursive`` deletes a non-empty folder and all its contents, a
+  long-running operation too (``DeleteFolderRecursiveMetadata``: ``folderId``);
 - "Rename and move folders" (https://cloud.google.com/storage/docs/rename-hns-folders): the
   rename moves the folder, its child folders and their objects "in a single, atomic action",
   metadata only; it either completes or fails with everything as it was; it "initiates a
@@ -27,16 +31,19 @@ Documented (Cloud Storage):
   ``destinationFolderId``), ``done``, then ``error`` (``code``, ``message``) or ``response``;
   read with ``GET /storage/v1/b/{bucket}/operations/{operationId}``.
 
-This simulator's choices where the documentation says nothing: a rename's operation is done
-after one draw of the latency model (at once without latency) and only then moves the folder
-(until then reads see it where it was); a source missing is 404 ``notFound``, a destination
-that exists 409 ``conflict``, a destination whose parent folder is missing 404 (as a Data Lake
-rename's ``RenameDestinationParentPathNotFound``), all at the request, and a rename the state
-no longer allows when its operation completes ends with ``error`` (gRPC codes 5 ``NOT_FOUND``,
-6 ``ALREADY_EXISTS``); a folder request on a bucket without hierarchical namespace is 400;
-deleting a folder that is not empty is 409. Left out: the refusal of writes under a folder
-being renamed, managed folders, ``ifMetagenerationMatch`` (every folder is metageneration 1),
-the listing of operations and their cancellation.
+This simulator's choices where the documentation says nothing: an operation is done after one
+draw of the latency model (at once without latency) and only then moves (or deletes) the folder
+(until then reads see it where it was); a recursive delete charges the bucket's write rate one
+write per object and folder it deletes, at the request (``gcs_rates.py``); a source missing is
+404 ``notFound``, a destination that exists 409 ``conflict``, a destination whose parent folder
+is missing 404 (as a Data Lake rename's ``RenameDestinationParentPathNotFound``), all at the
+request, and a rename the state no longer allows when its operation completes ends with
+``error`` (gRPC codes 5 ``NOT_FOUND``, 6 ``ALREADY_EXISTS``); a folder request on a bucket
+without hierarchical namespace is 400; deleting a folder that is not empty is 409.
+
+Left out: the refusal of writes under a folder being renamed, managed folders,
+``ifMetagenerationMatch`` (every folder is metageneration 1), the listing of operations and
+their cancellation.
 """
 
 from __future__ import annotations
@@ -66,12 +73,17 @@ def _folder_name(text: str) -> str:
     return name + "/"
 
 
+_RENAME, _DELETE = "rename-folder", "delete-folder-recursive"
+
+
 class _Operation:
-    __slots__ = ("bucket", "created", "destination", "done", "error", "id", "source",
+    __slots__ = ("bucket", "created", "destination", "done", "error", "id", "kind", "source",
                  "updated")
 
-    def __init__(self, op_id: str, bucket: str, source: str, destination: str) -> None:
+    def __init__(self, op_id: str, kind: str, bucket: str, source: str,
+                 destination: str = "") -> None:
         self.id = op_id
+        self.kind = kind
         self.bucket = bucket
         self.source = source
         self.destination = destination
@@ -92,7 +104,7 @@ class GcsFolders:
         service.extend("folders", self._route_folders, {
             "create_folder": self._create, "get_folder": self._get,
             "delete_folder": self._delete, "list_folders": self._list,
-            "rename_folder": self._rename})
+            "rename_folder": self._rename, "delete_folder_recursive": self._delete_recursive})
         service.extend("operations", self._route_operations,
                        {"get_operation": self._get_operation})
 
@@ -107,6 +119,9 @@ class GcsFolders:
         if n == 7 and parts[6]:
             req.key = unquote_fast(parts[6])
             return {"GET": "get_folder", "DELETE": "delete_folder"}.get(m)
+        if n == 8 and m == "POST" and parts[7] == "deleteRecursive":
+            req.key = unquote_fast(parts[6])
+            return "delete_folder_recursive"
         if n == 10 and m == "POST" and parts[7] == "renameTo" and parts[8] == "folders":
             req.key = unquote_fast(parts[6])
             req.sub = unquote_fast(parts[9])
@@ -228,7 +243,23 @@ class GcsFolders:
         if problem is not None:
             status, reason, message = problem
             raise GcsError(status, reason, message)
-        op = _Operation(f"{next(self._ids):016x}", bucket.name, source, destination)
+        return self._start(_Operation(f"{next(self._ids):016x}", _RENAME, bucket.name, source,
+                                      destination))
+
+    def _delete_recursive(self, req: Request) -> Reply:
+        bucket = self._bucket(req.bucket)
+        name = _folder_name(req.key)
+        folder = self._find(bucket, name)
+        if folder is None:
+            raise GcsError(404, "notFound", f"The folder {bucket.name}/{name} does not exist.")
+        rates = self.service.rates
+        if rates is not None:  # every object and folder it deletes is a write of the bucket
+            files, folders = folder.count()
+            rates.charge_writes(bucket.name, files + folders + 1)
+        return self._start(_Operation(f"{next(self._ids):016x}", _DELETE, bucket.name, name))
+
+    def _start(self, op: _Operation) -> Reply:
+        """A long-running operation: done after one draw of the latency model."""
         self.operations[op.id] = op
         delay = self.core.latency.draw()
         if delay > 0:
@@ -255,8 +286,17 @@ class GcsFolders:
         return None
 
     def _complete(self, op: _Operation) -> None:
-        """The operation's time has come: the folder moves now, whole, or not at all."""
+        """The operation's time has come: the folder moves (or goes) now, whole, or not at
+        all."""
         bucket = self.ns.bucket(op.bucket)
+        if op.kind == _DELETE:
+            if bucket is None or self._find(bucket, op.source) is None:
+                op.error = (_NOT_FOUND, f"The folder {op.bucket}/{op.source} does not exist.")
+            else:
+                self.ns.delete_dir(bucket, op.source.rstrip("/"))
+            op.done = True
+            op.updated = time.time()
+            return
         problem = (None if bucket is None or not bucket.hns
                    else self._rename_refused(bucket, op.source, op.destination))
         if bucket is None or problem is not None:
@@ -274,21 +314,29 @@ class GcsFolders:
         op.updated = time.time()
 
     def _operation(self, op: _Operation) -> dict[str, Any]:
+        common = {"createTime": rfc3339(op.created), "updateTime": rfc3339(op.updated),
+                  "type": op.kind, "requestedCancellation": False,
+                  "progressPercent": 100 if op.done else 0}
+        metadata: dict[str, Any]
+        if op.kind == _DELETE:
+            metadata = {"@type": "type.googleapis.com/google.storage.control.v2."
+                                 "DeleteFolderRecursiveMetadata",
+                        "commonMetadata": common, "folderId": op.source}
+        else:
+            metadata = {"@type": "type.googleapis.com/google.storage.control.v2."
+                                 "RenameFolderMetadata",
+                        "commonMetadata": common, "sourceFolderId": op.source,
+                        "destinationFolderId": op.destination}
         out: dict[str, Any] = {
             "kind": "storage#operation",
             "name": f"projects/_/buckets/{op.bucket}/operations/{op.id}",
             "selfLink": f"https://www.googleapis.com/storage/v1/b/{op.bucket}/operations/"
                         f"{op.id}",
-            "metadata": {
-                "@type": "type.googleapis.com/google.storage.control.v2.RenameFolderMetadata",
-                "commonMetadata": {"createTime": rfc3339(op.created),
-                                   "updateTime": rfc3339(op.updated), "type": "rename-folder",
-                                   "requestedCancellation": False,
-                                   "progressPercent": 100 if op.done else 0},
-                "sourceFolderId": op.source, "destinationFolderId": op.destination},
-            "done": op.done}
+            "metadata": metadata, "done": op.done}
         if op.done and op.error is not None:
             out["error"] = {"code": op.error[0], "message": op.error[1]}
+        elif op.done and op.kind == _DELETE:
+            out["response"] = {"@type": "type.googleapis.com/google.protobuf.Empty"}
         elif op.done:
             out["response"] = {
                 "@type": "type.googleapis.com/google.storage.control.v2.Folder",

@@ -26,10 +26,11 @@ the same object name was written less than a second before (:class:`ObjectWrites
 ``max_rate`` (``SimOptions.ops_limit`` in this model) is a ceiling the ramp stops at, 0 none.
 
 What counts as what: uploads, rewrites and copies (their destination), deletes and moves (both
-names), and a folder's create, delete and rename are writes; object reads, listings, a
-folder's read or listing and an operation's status are reads; bucket requests are neither (the
-service limits them apart). A batch counts as each of its parts, each admitted or refused
-apart, as the service does.
+names), and a folder's create, delete and rename are writes, a recursive folder delete one more
+for each object and folder it deletes (taken whatever the tokens, into debt); object reads,
+listings, a folder's read or listing and an operation's status are reads; bucket requests are
+neither (the service limits them apart). A batch counts as each of its parts, each admitted or
+refused apart, as the service does.
 
 A refused request gets 429 with the JSON API's error body (``usageLimits`` /
 ``rateLimitExceeded``) and no ``Retry-After``: the service sends none; clients back off
@@ -80,7 +81,8 @@ WRITES: Final = "writes"
 READS: Final = "reads"
 #: operations of the simulated JSON API (``gcs_json.py``, ``gcs_folders.py``) by kind
 _WRITE_OPS: Final = frozenset({"upload", "rewrite", "copy", "delete_object", "move", "xml_copy",
-                               "xml_delete", "create_folder", "delete_folder", "rename_folder"})
+                               "xml_delete", "create_folder", "delete_folder", "rename_folder",
+                               "delete_folder_recursive"})
 _READ_OPS: Final = frozenset({"get_object", "get_media", "list_objects", "get_folder",
                               "list_folders", "get_operation"})
 
@@ -180,6 +182,14 @@ class Ramp:
             return True
         self.refused += n
         return False
+
+    def charge(self, now: float, n: int) -> None:
+        """``n`` requests the service carries out whatever the tokens (the deletes of a
+        recursive folder delete): taken, into debt, so what comes next waits for them."""
+        self.advance(now)
+        self._arrivals += n
+        self.tokens -= n
+        self.served += n
 
     def describe(self) -> dict[str, Any]:
         return {"rate": round(self.rate, 3), "tokens": round(self.tokens, 3),
@@ -288,6 +298,12 @@ class GcsRates:
         if (rates.writes if kind == WRITES else rates.reads).take(self.now()):
             return None
         return kind, None
+
+    def charge_writes(self, bucket: str, n: int) -> None:
+        """``n`` writes one request carries out inside the service (a folder's recursive
+        delete: each object and folder it deletes), charged to the bucket's write rate."""
+        if self.ramps and bucket and n > 0:
+            self.bucket(bucket).writes.charge(self.now(), n)
 
     def object_write(self, bucket: str, key: str) -> RateRefusal | None:
         """Whether a write of the object ``key`` goes ahead on the per-object limit."""
