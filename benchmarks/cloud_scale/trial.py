@@ -83,7 +83,7 @@ def main(path: str) -> int:
             {}, storage_options=params["config"]["storage_options"]), {}, job["dest"])
     else:
         config = CommitterConfig(**params["config"])
-    samples: list[tuple[float, int, int, float]] = []
+    samples: list[tuple[float, int, int, float, float]] = []
     stop = threading.Event()
     cpu0, children0, t0 = _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN), \
         time.perf_counter()
@@ -98,8 +98,9 @@ def main(path: str) -> int:
             cpu, now = loop_cpu_seconds() or 0.0, time.perf_counter()
             busy = round((cpu - last_cpu) / max(now - last, 1e-6), 3)
             last_cpu, last = cpu, now
-            if limit is not None:
-                samples.append((round(now - t0, 3), limit.limit, limit.in_flight, busy))
+            if limit is not None:  # its pace too: requests a second, 0 while it has none
+                samples.append((round(now - t0, 3), limit.limit, limit.in_flight, busy,
+                                round(limit.rate, 1)))
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
