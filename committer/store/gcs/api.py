@@ -31,6 +31,7 @@ from committer.store.gcs.wire import (
     _retry_after,
     _ts,
     classify_gcs,
+    object_limited,
 )
 from committer.store.http.connection import ConnectionPool
 from committer.store.http.hedge import Hedger, hedged
@@ -179,7 +180,9 @@ class GcsApi(AsyncStore):
             response = await (self._hedger.request(send, _refused, parts=parts)
                               if hedged(method, hedge)
                               else send())
-            throttled = response.status in _THROTTLE_STATUS
+            # the per-object limit's refusal is the object's, not the bucket's rate
+            throttled = response.status in _THROTTLE_STATUS and not object_limited(
+                response.status, response.body)
             took = time.monotonic() - started  # the limit's latency signal
             wire = response.wire_s  # the strain's: without a connection's opening
         except (OSError, TimeoutError) as e:
