@@ -58,7 +58,7 @@ def test_the_store_asks_the_bucket_once_whether_it_has_folders(sim: CloudSim) ->
     assert isinstance(backend, GcsStore)
     assert backend.namespace_source == "unknown"
     assert store.renames_directories and backend.namespace_source == "bucket"
-    assert store.renames_directories and _ops(sim).get("get_bucket") == 1
+    assert store.renames_directories and _ops(sim).get("get_storage_layout") == 1
     told = _store(sim, "gs://hb/t", ).backend
     assert isinstance(told, GcsStore)
     told_options = {**sim.trusted_options, "committer_hierarchical": "false"}

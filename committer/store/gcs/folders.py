@@ -1,12 +1,13 @@
 """Buckets with a hierarchical namespace: real folders, and a directory moved whole by one
 folder rename.
 
-Whether a bucket has one is asked of it once, the first time an operation needs to know (the
-bucket's ``hierarchicalNamespace.enabled``), or given by the storage option
-``committer_hierarchical``. A credential that may not read the bucket's metadata (403) or an
-endpoint without it (fake-gcs-server answers no such field) means flat: what works on both. A
-transient failure is retried a few times, then raised as the operation's (the managed store
-retries it): guessing flat would silently give up the folder rename.
+Whether a bucket has one is asked of it once (``buckets.getStorageLayout``: its
+``hierarchicalNamespace.enabled``, for which listing the bucket's objects is permission enough),
+beside the store's first request, or given by the storage option ``committer_hierarchical``. A
+credential refused the question (403), or an endpoint without it (fake-gcs-server: 404), means
+flat: what works on both. A transient failure is retried a few times, then raised as the
+operation's (the managed store retries it): guessing flat would silently give up the folder
+rename.
 
 On such a bucket (https://cloud.google.com/storage/docs/folders-overview):
 
@@ -106,8 +107,8 @@ class GcsFolders(GcsBatches):
         delay = _DETECT_RETRY_DELAY_S
         for attempt in range(1, _DETECT_ATTEMPTS + 1):
             try:
-                found = await self._json("stat", "GET", f"{self._api}/b/{quote_name(bucket)}",
-                                         params={"fields": "hierarchicalNamespace"})
+                found = await self._json(
+                    "stat", "GET", f"{self._api}/b/{quote_name(bucket)}/storageLayout")
             except GcsHttpError as e:
                 if e.status not in _TRANSIENT_STATUS:
                     self.namespace_source = "refused"  # 403, 404: what works on both kinds

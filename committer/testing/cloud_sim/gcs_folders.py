@@ -25,6 +25,11 @@ Documented (Cloud Storage):
   rename moves the folder, its child folders and their objects "in a single, atomic action",
   metadata only; it either completes or fails with everything as it was; it "initiates a
   long-running operation" during which the resources being renamed can be read and listed;
+- "Buckets: getStorageLayout"
+  (https://cloud.google.com/storage/docs/json_api/v1/buckets/getStorageLayout): ``GET
+  /storage/v1/b/{bucket}/storageLayout``, ``kind: storage#storageLayout``, ``bucket``,
+  ``location``, ``locationType``, ``hierarchicalNamespace.enabled``; what a client asks to
+  learn the bucket's layout with only ``storage.objects.list``;
 - the operations resource (https://cloud.google.com/storage/docs/json_api/v1/operations):
   ``kind: storage#operation``, ``name`` ending in ``operations/{operationId}``, ``metadata``
   (for a rename, ``RenameFolderMetadata``: ``commonMetadata``, ``sourceFolderId``,
@@ -107,6 +112,8 @@ class GcsFolders:
             "rename_folder": self._rename, "delete_folder_recursive": self._delete_recursive})
         service.extend("operations", self._route_operations,
                        {"get_operation": self._get_operation})
+        service.extend("storageLayout", self._route_layout,
+                       {"get_storage_layout": self._storage_layout})
 
     # -- routing -----------------------------------------------------------------------------
 
@@ -127,6 +134,10 @@ class GcsFolders:
             req.sub = unquote_fast(parts[9])
             return "rename_folder"
         return None
+
+    @staticmethod
+    def _route_layout(req: Request, parts: list[str]) -> str | None:
+        return "get_storage_layout" if len(parts) == 6 and req.method == "GET" else None
 
     @staticmethod
     def _route_operations(req: Request, parts: list[str]) -> str | None:
@@ -158,6 +169,14 @@ class GcsFolders:
                             f"{name.replace('/', '%2F')}",
                 "name": name, "bucket": bucket.name, "createTime": created,
                 "updateTime": created, "metageneration": "1"}
+
+    def _storage_layout(self, req: Request) -> Reply:
+        bucket = self.ns.bucket(req.bucket)
+        if bucket is None:
+            raise GcsError(404, "notFound", f"The specified bucket does not exist: {req.bucket}")
+        return Reply(200, _JSON, orjson.dumps({
+            "kind": "storage#storageLayout", "bucket": bucket.name, "location": "US",
+            "locationType": "multi-region", "hierarchicalNamespace": {"enabled": bucket.hns}}))
 
     # -- folders -------------------------------------------------------------------------------
 

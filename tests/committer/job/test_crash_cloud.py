@@ -63,9 +63,9 @@ def crash(request: pytest.FixtureRequest) -> Iterator[tuple[cc.CloudCrash, cc.Sn
     service = str(request.param)
     files = _files()
     # a bucket with a hierarchical namespace offers the objects move API too
-    hns = {"gcs_hns": True, "gcs_move": True} if service == "gcs-hns" else {}
+    hns = service == "gcs-hns"
     with start_cloud_sim(service=cc.PATHS[service], latency_ms=LATENCY_MS, p99_ms=P99_MS,
-                         ops_limit=OPS_LIMIT, seed=11, **hns) as sim:
+                         ops_limit=OPS_LIMIT, seed=11, gcs_hns=hns, gcs_move=hns) as sim:
         crash = cc.CloudCrash(sim, service, files, max(1, files // 100), 20)
         prepared = crash.prepare()
         run = crash.run_child("commit", prepared)

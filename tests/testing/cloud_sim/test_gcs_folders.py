@@ -79,11 +79,20 @@ def _new_bucket(c: Client, name: str = "hb", hns: bool = True) -> None:
 
 
 def test_a_bucket_created_with_a_hierarchical_namespace_says_so(hns: CloudSim) -> None:
+    """buckets/getStorageLayout: ``hierarchicalNamespace.enabled`` of the bucket, as its
+    metadata says too."""
     c = _c(hns)
     _new_bucket(c, "made", hns=True)
     got = c.request("GET", "/storage/v1/b/made").json()
     assert got["hierarchicalNamespace"] == {"enabled": True}
     assert got["iamConfiguration"]["uniformBucketLevelAccess"]["enabled"] is True
+    layout = c.request("GET", "/storage/v1/b/made/storageLayout").json()
+    assert layout["kind"] == "storage#storageLayout" and layout["bucket"] == "made"
+    assert layout["hierarchicalNamespace"] == {"enabled": True}
+    _new_bucket(c, "plain", hns=False)
+    flat = c.request("GET", "/storage/v1/b/plain/storageLayout").json()
+    assert flat["hierarchicalNamespace"] == {"enabled": False}
+    assert c.request("GET", "/storage/v1/b/none/storageLayout").status == 404
 
 
 def test_objects_make_their_folders_which_stay_when_emptied(hns: CloudSim) -> None:
