@@ -190,10 +190,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         t0 = time.perf_counter()
         job = generate(sim, args.service, args.files, args.tasks, args.partitions,
                        f"j{uuid.uuid4().hex[:12]}", CommitterConfig(**config), owned=owned)
+        hadoop_conf: dict[str, str] = {}
         if args.spark_defaults:
             config = {"storage_options": storage}
-            if not fast_path:
-                config["rename_directories"] = False
+            if not fast_path:  # as a Spark user turns it off
+                hadoop_conf["mapreduce.manifest.committer.rename.directories"] = "false"
         prepare_s = time.perf_counter() - t0
         print(f"prepared {args.files} files in {args.tasks} tasks in {prepare_s:.1f} s",
               flush=True)
@@ -202,7 +203,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         sim.reset_stats()
         rates0 = sim.gcs_rates() if cold else None
         trial = _run_trial({"config": config, "job": job.description(),
-                            "spark_defaults": bool(args.spark_defaults)})
+                            "spark_defaults": bool(args.spark_defaults),
+                            "hadoop_conf": hadoop_conf})
         stats = sim.stats()
         timeline = sim.timeline()
         ramp = _ramp(sim, rates0) if rates0 is not None else None

@@ -79,8 +79,10 @@ def main(path: str) -> int:
         # with nothing set; the storage options reach the simulator, as Hadoop keys would
         from committer.store.credentials import config_for_location
 
+        # (and the Hadoop keys the run sets, e.g. the directory fast path off)
+        conf = params.get("hadoop_conf", {})
         config = config_for_location(CommitterConfig.from_hadoop_conf(
-            {}, storage_options=params["config"]["storage_options"]), {}, job["dest"])
+            conf, storage_options=params["config"]["storage_options"]), conf, job["dest"])
     else:
         config = CommitterConfig(**params["config"])
     samples: list[tuple[float, int, int, float, float]] = []

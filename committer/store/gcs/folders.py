@@ -41,7 +41,8 @@ __all__ = ["OPERATION_TIMEOUT_S", "GcsFolders"]
 
 #: how long a folder rename's operation is read before its rename is given up as unknown
 OPERATION_TIMEOUT_S = 600.0
-#: the first wait before an operation is read again, and the longest
+#: the waits between reads of an operation: none before the first (a rename is usually done
+#: by the time its answer has come back), then from this, doubling, up to the longest
 _POLL_FIRST_S, _POLL_MAX_S = 0.02, 1.0
 _DETECT_ATTEMPTS, _DETECT_RETRY_DELAY_S = 3, 0.2
 #: google.rpc.Code of a failed operation
@@ -254,14 +255,15 @@ class GcsFolders(GcsBatches):
         name = str(operation.get("name", ""))
         url = f"{self._api}/b/{quote_name(bucket)}/operations/{quote_name(name.rsplit('/', 1)[-1])}"
         deadline = time.monotonic() + OPERATION_TIMEOUT_S
-        wait = _POLL_FIRST_S
+        wait = 0.0
         while not operation.get("done"):
             if time.monotonic() > deadline:
                 raise TransientStoreError(
                     f"rename {src} -> {dst}: its operation {name} is not done after "
                     f"{OPERATION_TIMEOUT_S:.0f} s (its outcome is unknown)", dst)
-            await asyncio.sleep(wait)
-            wait = min(_POLL_MAX_S, wait * 2)
+            if wait:
+                await asyncio.sleep(wait)
+            wait = min(_POLL_MAX_S, wait * 2) if wait else _POLL_FIRST_S
             try:
                 operation = await self._json("stat", "GET", url)
             except GcsHttpError as e:
