@@ -215,3 +215,20 @@ def test_resume_after_the_folder_renames_completes_the_commit(sim: CloudSim) -> 
     assert {k: v for k, v in got.items() if v != "dir" and k != "_SUCCESS"} == {
         **want, "keep.csv": 4}
     assert not sim.objects("hb", "t/_temporary")
+
+
+def test_a_tree_without_the_recursive_delete_goes_object_by_object(sim: CloudSim) -> None:
+    """An endpoint without ``folders.deleteRecursive`` (501): the tree's objects, then its
+    folders deepest first; and a directory marker object of the flat layout (``d/``) does not
+    keep its folder from being removed when empty."""
+    for key in ("t/a/1", "t/a/b/2", "t/c/3"):
+        sim.populate([{"bucket": "hb", "key": key, "size": 1}])
+    store = _store(sim, "gs://hb/t")
+    sim.set_faults(fail=[{"op": "delete_folder_recursive", "times": 1, "status": 501,
+                          "code": "notImplemented"}])
+    assert store.delete_tree("gs://hb/t")
+    assert sim.objects("hb", "t") == []
+    assert _ops(sim)["delete_folder"] >= 4  # t/a/b/, t/a/, t/c/, t/
+    sim.populate([{"bucket": "hb", "key": "m/d/", "size": 0}])  # the flat layout's marker
+    assert store.remove_dir_if_empty("gs://hb/m/d")
+    assert not store.exists("gs://hb/m/d") and sim.objects("hb", "m/d") == []
