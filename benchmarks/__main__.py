@@ -25,6 +25,7 @@ SUITES: dict[str, str] = {
     "dir-stores": "benchmarks.dir_stores",
     "small-writes": "benchmarks.small_writes",
     "cloud-cpu": "benchmarks.cloud_cpu",
+    "cloud-races": "benchmarks.cloud_races",
     "cloud-scale": "benchmarks.cloud_scale",
     "cloud-peers": "benchmarks.cloud_peers",
     "c-paths": "benchmarks.c_paths",

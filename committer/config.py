@@ -16,10 +16,12 @@ from committer.errors import ConfigError
 PREFIX = "mapreduce.manifest.committer."
 SPARK_HADOOP_PREFIX = "spark.hadoop."
 #: the static cap, in store operations a second, of a commit on a cloud store when none is set:
-#: half an Azure account's ~20,000/s, the value vendors' guides for Hadoop's committer set.
-#: Hadoop's ABFS takes 1,000 (``fs.azure.io.rate.limit``) for a client that cannot adapt;
-#: this one cuts its requests in flight on every 503 / 429 by itself (store/http/limiter.py).
-DEFAULT_CLOUD_RATE_LIMIT = 10_000
+#: the smallest standard Azure account's rate (20,000/s; 40,000/s in the large regions), under
+#: which the adaptive limit paces by the refusals it sees (store/http/limiter.py), as it follows
+#: a GCS bucket's ramp. Hadoop's ABFS takes 1,000 (``fs.azure.io.rate.limit``) for a client
+#: that cannot adapt. Raise it with io.rate.limit (or fs.azure.io.rate.limit) on a 40,000/s
+#: account that the commit has to itself (docs/configuration.md).
+DEFAULT_CLOUD_RATE_LIMIT = 20_000
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable, Generator, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, FIRST_EXCEPTION, Executor, Future, wait
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -84,32 +84,44 @@ def run_pulled(
     through the calling thread per item: that per-item traffic (and the calling thread waking
     to take the GIL for each) costs as much as the work itself when an item is cheap.
     ``on_result`` still runs on the calling thread, for the items finished since its last
-    wake (every ``report_every`` seconds). The first failure stops further pulls and is
-    re-raised once every worker has stopped."""
+    wake (at most ``report_every`` seconds after one finished). The calling thread waits on
+    one event the workers set as an item or a worker finishes, not on every worker's future
+    with a timeout: against a service that takes minutes (an emulator on a loaded machine)
+    that wait had woken five times a second to set up and take down a waiter on each of
+    them, 0.4 s of CPU in a 2,000-file commit of four minutes. The first failure stops
+    further pulls and is re-raised once every worker has stopped."""
     it = iter(items)
     pull_lock = threading.Lock()
     done_lock = threading.Lock()
     finished: list[tuple[T, R]] = []
     errors: list[BaseException] = []  # in the order they happened
     failed = threading.Event()
+    news = threading.Event()  # an item or a worker finished since the calling thread looked
+    running = [max(1, workers)]
 
     def worker() -> None:
-        while not failed.is_set():
-            with pull_lock:
+        try:
+            while not failed.is_set():
+                with pull_lock:
+                    try:
+                        item = next(it)
+                    except StopIteration:
+                        return
                 try:
-                    item = next(it)
-                except StopIteration:
+                    result = work(item)
+                except BaseException as e:
+                    with done_lock:
+                        errors.append(e)
+                    failed.set()
                     return
-            try:
-                result = work(item)
-            except BaseException as e:
-                with done_lock:
-                    errors.append(e)
-                failed.set()
-                return
-            if on_result is not None:
-                with done_lock:
-                    finished.append((item, result))
+                if on_result is not None:
+                    with done_lock:
+                        finished.append((item, result))
+                    news.set()
+        finally:
+            with done_lock:
+                running[0] -= 1
+            news.set()
 
     def report() -> None:
         if on_result is None or failed.is_set():
@@ -120,11 +132,17 @@ def run_pulled(
         for item, result in batch:
             on_result(item, result)
 
-    futures = [executor.submit(worker) for _ in range(max(1, workers))]
-    pending = set(futures)
-    while pending:
-        _, pending = wait(pending, timeout=report_every, return_when=FIRST_EXCEPTION)
+    futures = [executor.submit(worker) for _ in range(running[0])]
+    while True:
+        news.wait()
+        news.clear()
         report()
+        with done_lock:
+            if not running[0]:
+                break
+        if not failed.is_set():
+            failed.wait(report_every)  # what finishes meanwhile is reported together
+    wait(futures)
     report()
     for fut in futures:
         fut.result()  # a worker's own failure outside ``work`` (none expected)

@@ -52,6 +52,14 @@ OP_RENAME_RATE_LIMITED = "op_rename_rate_limited"
 OP_RENAME_THROTTLE_BACKOFF = "op_rename_throttle_backoff"
 STORE_IO_RETRY = "store_io_retry"
 STORE_IO_THROTTLED = "store_io_throttled"
+# Requests a cloud store sent in the commit, up to _SUCCESS (Hadoop's name; a batch is one
+# request, a raced copy one more), and of them the copies sent to race a slow request
+# (store/http/hedge.py: at most 5% of the requests), the copies that answered first (won) and
+# those whose first request settled the race anyway (wasted)
+STORE_IO_REQUEST = "store_io_request"
+STORE_IO_REQUEST_RACED = "store_io_request_raced"
+STORE_IO_REQUEST_RACE_WON = "store_io_request_race_won"
+STORE_IO_REQUEST_RACE_WASTED = "store_io_request_race_wasted"
 # worker processes a commit started to spread its renames over more request loops (fanout.py)
 STORE_PROCESSES_STARTED = "store_processes_started"
 COMMIT_JOB = "committer_commit_job"
@@ -79,6 +87,15 @@ WAITS: tuple[tuple[str, str], ...] = (
     (STORE_IO_RATE_LIMITED, "all calls waiting on the static rate cap"),
     (STORE_IO_THROTTLE_BACKOFF, "all calls backing off after throttling"),
 )
+
+#: the requests a commit's summaries show (the CLI's), with what each one is
+REQUESTS: tuple[tuple[str, str], ...] = (
+    (STORE_IO_REQUEST, "requests sent (copies included)"),
+    (STORE_IO_REQUEST_RACED, "copies sent to race a slow request"),
+    (STORE_IO_REQUEST_RACE_WON, "races the copy won"),
+    (STORE_IO_REQUEST_RACE_WASTED, "races the first request won (copy wasted)"),
+)
+
 
 @dataclass
 class _Duration:

@@ -21,8 +21,9 @@ from committer.testing.cloud_sim import CloudSim, SimOptions
 from committer.testing.emulators import RunningEmulator, start_azurite, start_fake_gcs_server
 
 KINDS = ("azurite", "gcs")
-#: the simulated account's kinds (``committer.testing.cloud_sim``)
-SIM_KINDS = ("adls", "blob", "gcs")
+#: the simulated account's kinds (``committer.testing.cloud_sim``); gcs-hns: GCS, its buckets
+#: with a hierarchical namespace (folders) and the move API
+SIM_KINDS = ("adls", "blob", "gcs", "gcs-hns")
 
 
 @pytest.fixture(scope="session")
@@ -51,7 +52,9 @@ def cloud_sims() -> Iterator[dict[str, CloudSim]]:
 
     class Lazy(dict[str, CloudSim]):
         def __missing__(self, kind: str) -> CloudSim:
-            sim = CloudSim(SimOptions(service=kind, latency_ms=0, seed=11)).start()
+            hns = kind == "gcs-hns"
+            sim = CloudSim(SimOptions(service="gcs" if hns else kind, latency_ms=0, seed=11,
+                                      gcs_hns=hns, gcs_move=hns)).start()
             sims[kind] = self[kind] = sim
             return sim
 

@@ -10,7 +10,7 @@ Rows (``--rows``, all by default):
   configuration the Spark path builds from an empty Hadoop configuration), in its own
   interpreter (``benchmarks/cloud_scale/trial.py``);
 - ``engine-account-rate``: the same, its static cap (``io.rate.limit``) set to the account's
-  limit (``--ops-limit``) instead of the default 10,000/s (``cloud-scale --rate-limit``): the
+  limit (``--ops-limit``) instead of the default 20,000/s (``cloud-scale --rate-limit``): the
   engine tuned for the account, to set beside Hadoop tuned;
 - ``hadoop-defaults`` / ``hadoop-tuned``: Hadoop's ManifestCommitter's job commit on a Java
   ``FileSystem`` with the same service model (``hadoop.py``: ``run_hadoop_peer``, given the

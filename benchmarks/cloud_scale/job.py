@@ -9,7 +9,9 @@ task's manifest, as the task side would have written it (``TaskManifest/1``: sou
 destination, size and the identity the store reports for the source, directories to create),
 is stored under the task's committed-manifest name. The destination is a table of
 ``partitions`` directories that every task writes into (Hive's usual layout): files move one
-by one.
+by one. With ``owned``, each task writes into a directory of its own (``p=<task>``, the
+``repartition(col)`` layout): on a store that renames a directory in one request the commit
+moves each whole.
 """
 
 from __future__ import annotations
@@ -64,7 +66,8 @@ def _key(location: str) -> str:
 
 
 def generate(sim: CloudSim, service: str, files: int, tasks: int, partitions: int,
-             job_id: str, config: CommitterConfig, table: str = "table") -> SimJob:
+             job_id: str, config: CommitterConfig, table: str = "table", *,
+             owned: bool = False) -> SimJob:
     scheme = "gs" if service == "gcs" else "abfs"
     dest = f"{scheme}://{BUCKET}/{table}"
     JobCommitter(dest, job_id, config=config).setup()
@@ -79,7 +82,8 @@ def generate(sim: CloudSim, service: str, files: int, tasks: int, partitions: in
             _, attempt = task_ids(job_id, t)
             root = layout.task_attempt_dir(attempt)
             for i in range(per_task[t]):
-                rel = f"p={(first + i) % partitions:04d}/part-{t:05d}-{i:05d}.parquet"
+                part = t if owned else (first + i) % partitions
+                rel = f"p={part:04d}/part-{t:05d}-{i:05d}.parquet"
                 sources.append((t, f"{root}/{rel}", f"{dest}/{rel}"))
             first += per_task[t]
         answers = sim.populate({"bucket": BUCKET, "key": _key(src), "size": FILE_SIZE}

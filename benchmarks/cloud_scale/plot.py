@@ -24,7 +24,13 @@ def plot(result: dict[str, Any], out_dir: Path) -> list[Path]:
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
     top.plot(t, served, label="operations answered /s", linewidth=0.8)
     top.plot(t, throttled, label="throttled /s", linewidth=0.8, color="C3")
-    if result["ops_limit"]:
+    ramp = result.get("ramp")
+    if ramp:  # a cold GCS bucket: its write capacity as it ramped (model time, from start)
+        history = [h for h in ramp["history"]["writes"] if h[0] >= ramp["t0"]]
+        if history:
+            top.plot([h[0] - ramp["t0"] for h in history], [h[1] for h in history],
+                     label="bucket's write rate /s", linestyle="--", color="grey")
+    elif result["ops_limit"]:
         top.axhline(result["ops_limit"], color="grey", linestyle="--",
                     label=f"account limit {result['ops_limit']:,.0f}/s")
     top.set_ylabel("per second")
@@ -35,6 +41,10 @@ def plot(result: dict[str, Any], out_dir: Path) -> list[Path]:
     bottom.plot(t, in_flight, label="requests in flight (service, mean per 100 ms)",
                 linewidth=0.8)
     samples = result["trial"].get("limit_samples", [])
+    paced = [s for s in samples if len(s) > 4 and s[4]]
+    if paced:
+        top.plot([s[0] for s in paced], [s[4] for s in paced], label="engine's pace /s",
+                 linewidth=0.8, color="C2")
     if samples:
         # the trial's clock starts when it opens the store, the service's at the stats reset:
         # the same moment within the trial's start-up (about a second)

@@ -79,11 +79,13 @@ def main(path: str) -> int:
         # with nothing set; the storage options reach the simulator, as Hadoop keys would
         from committer.store.credentials import config_for_location
 
+        # (and the Hadoop keys the run sets, e.g. the directory fast path off)
+        conf = params.get("hadoop_conf", {})
         config = config_for_location(CommitterConfig.from_hadoop_conf(
-            {}, storage_options=params["config"]["storage_options"]), {}, job["dest"])
+            conf, storage_options=params["config"]["storage_options"]), conf, job["dest"])
     else:
         config = CommitterConfig(**params["config"])
-    samples: list[tuple[float, int, int, float]] = []
+    samples: list[tuple[float, int, int, float, float]] = []
     stop = threading.Event()
     cpu0, children0, t0 = _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN), \
         time.perf_counter()
@@ -98,8 +100,9 @@ def main(path: str) -> int:
             cpu, now = loop_cpu_seconds() or 0.0, time.perf_counter()
             busy = round((cpu - last_cpu) / max(now - last, 1e-6), 3)
             last_cpu, last = cpu, now
-            if limit is not None:
-                samples.append((round(now - t0, 3), limit.limit, limit.in_flight, busy))
+            if limit is not None:  # its pace too: requests a second, 0 while it has none
+                samples.append((round(now - t0, 3), limit.limit, limit.in_flight, busy,
+                                round(limit.rate, 1)))
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
@@ -126,6 +129,11 @@ def main(path: str) -> int:
         "limit_cuts": limit.cuts if limit is not None else None,
         "hedged": hedger.hedged if hedger is not None else None,
         "hedges_won": hedger.won if hedger is not None else None,
+        "hedges_wasted": getattr(hedger, "wasted", None),
+        "requests_sent": (hedger.sent + hedger.hedged
+                          if hedger is not None and hasattr(hedger, "sent") else None),
+        "strained": getattr(limit, "strained", None),
+        "summary_requests": {k: v for k, v in counters.items() if k.startswith("store_io_request")},
         "processes_started": counters.get("store_processes_started", 0),
         "retries": counters.get("store_io_retry", 0),
         "rate_limit": store.rate_limit,

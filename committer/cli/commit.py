@@ -41,7 +41,7 @@ from committer.errors import (
 )
 from committer.job import JobCommitter
 from committer.layout import JobLayout
-from committer.statistics import WAITS
+from committer.statistics import REQUESTS, STORE_IO_REQUEST, STORE_IO_REQUEST_RACED, WAITS
 from committer.store import ManagedStore
 from manifest_schema import SuccessData
 
@@ -81,6 +81,12 @@ def _waits_ms(summary: SuccessData) -> dict[str, int]:
     return {name: means[f"{name}.mean"].sum for name, _ in WAITS if f"{name}.mean" in means}
 
 
+def _requests(summary: SuccessData) -> dict[str, int]:
+    """The requests the commit sent up to ``_SUCCESS``, and its races (a cloud store's)."""
+    counters = summary.iostatistics.counters
+    return {name: counters[name] for name, _ in REQUESTS if name in counters}
+
+
 def commit_document(layout: JobLayout, summary: SuccessData) -> dict[str, Any]:
     counters = summary.iostatistics.counters
     mean = summary.iostatistics.meanstatistics.get("committer_commit_job.mean")
@@ -96,6 +102,7 @@ def commit_document(layout: JobLayout, summary: SuccessData) -> dict[str, Any]:
         "duration_ms": mean.sum if mean is not None else None,
         "stages_ms": _stage_ms(summary),
         "waits_ms": _waits_ms(summary),
+        "requests": _requests(summary),
         "summary": summary.to_json(),
     }
 
@@ -116,6 +123,18 @@ def _print_commit(doc: dict[str, Any]) -> None:
         console.print(render.table("Stages", ["stage", "time"],
                                    [[k.removeprefix("job_stage_"), human_duration(v / 1000)]
                                     for k, v in doc["stages_ms"].items()], right=["time"]))
+    if doc["requests"]:
+        requests = doc["requests"]
+        sent = requests.get(STORE_IO_REQUEST, 0)
+        labels = dict(REQUESTS)
+
+        def count(name: str, value: int) -> str:
+            share = f" ({value / sent:.1%})" if name == STORE_IO_REQUEST_RACED and sent else ""
+            return f"{value:,}{share}"
+
+        console.print(render.table("Requests (up to _SUCCESS)", ["requests", "count", "statistic"],
+                                   [[labels[k], count(k, v), k] for k, v in requests.items()],
+                                   right=["count"]))
     if doc["waits_ms"]:
         labels = dict(WAITS)
         console.print(render.table("Waits (threads' waits add up; the stage's is wall time)",

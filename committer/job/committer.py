@@ -111,6 +111,7 @@ class JobCommitter:
     ) -> SuccessData:
         """Commit the job. ``committed_tasks`` maps each task id to the attempt the caller
         committed (Spark's task commit messages); ``None`` commits every manifest present."""
+        self.store.commit_begins()
         self._resolve_layout()
         t_start = time.perf_counter()
         plan: JobPlan | None = None

@@ -26,9 +26,11 @@ from abc import abstractmethod
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import Any, BinaryIO, Protocol, TypeVar
 
+from committer import statistics as st
 from committer.errors import PathNotFoundError, StoreError, TransientStoreError
 from committer.store.base import FileStatus, Identity, Store, UploadOnClose
 from committer.store.http import loop as _loop
+from committer.store.http.hedge import Hedger
 from committer.store.http.limiter import AdaptiveLimit
 
 T = TypeVar("T")
@@ -44,7 +46,9 @@ SMALL_COMMIT = 50_000
 #: request a file costs more CPU than the round trip it saves; docs/benchmarks-cloud.md); and
 #: objects up to which a flat store deletes a tree one request each, whatever the commit's
 #: size (the job directory after a commit holds its manifests: a batch of them waited for its
-#: slowest part: 0.48 s in a traced run of 10,000 renames)
+#: slowest part: 0.48 s in a traced run of 10,000 renames). Only while the service is not
+#: strained as a whole (``http/strain.py``): refusing, or slowed under load, it gets batches
+#: (more requests there only queue, and cost the client CPU a batch saves)
 ONE_BY_ONE = 2_000
 #: rounds in which a batch of renames sends again the sources' deletes the service refused,
 #: and the longest wait before one (a hostile Retry-After cannot stall the batch for long)
@@ -217,6 +221,11 @@ class AsyncStore(Store):
     source_deletes_sent_again = 0
     _loop: asyncio.AbstractEventLoop
     _resources: AsyncResources
+    #: the backend's adaptive limit of requests in flight, and its races (``http/``)
+    _limit: AdaptiveLimit
+    _hedger: Hedger
+    #: the hedger's counts already taken into statistics (``take_request_counters``)
+    _requests_taken: tuple[int, int, int, int] = (0, 0, 0, 0)
     concurrency: int = 256
 
     def calls_at_once(self) -> int:
@@ -227,15 +236,42 @@ class AsyncStore(Store):
     _race_tail = False
     #: a large commit's last renames are raced likewise, grouped as the rest (``tail_begins``)
     _race_last = False
-    #: a copy-based store renames each file alone and deletes without batches
-    #: (``ONE_BY_ONE``); set likewise
+    #: a commit small enough that a copy-based store renames each file alone and deletes
+    #: without batches (``ONE_BY_ONE``), while the service is not strained; set likewise
     _one_by_one = False
 
-    @staticmethod
-    def _tree_one_by_one(objects: int) -> bool:
+    @property
+    def _each_alone(self) -> bool:
+        """Whether files are renamed and deleted one request each now: a small commit's
+        (``ONE_BY_ONE``), while the service is neither refusing nor slowed as a whole
+        (``AdaptiveLimit.strained``); else in batches, which send and wait for fewer
+        requests."""
+        return self._one_by_one and not self._limit.strained
+
+    def _tree_one_by_one(self, objects: int) -> bool:
         """Whether a flat store deletes a tree of ``objects`` objects one request each, raced
-        in their tail (``ONE_BY_ONE``), whatever the commit's size."""
-        return objects <= ONE_BY_ONE
+        in their tail (``ONE_BY_ONE``), whatever the commit's size: while the service is not
+        strained."""
+        return objects <= ONE_BY_ONE and not self._limit.strained
+
+    def commit_begins(self) -> None:
+        run(self._loop, self._begin)
+
+    async def _begin(self) -> None:
+        self._hedger.begin()
+        self._requests_taken = (0, 0, 0, 0)
+
+    def take_request_counters(self) -> dict[str, int]:
+        return run(self._loop, self._take_requests)
+
+    async def _take_requests(self) -> dict[str, int]:
+        """On the loop's thread, which alone changes the hedger's counts."""
+        hedger = self._hedger
+        now = (hedger.sent + hedger.hedged, hedger.hedged, hedger.won, hedger.wasted)
+        before, self._requests_taken = self._requests_taken, now
+        names = (st.STORE_IO_REQUEST, st.STORE_IO_REQUEST_RACED, st.STORE_IO_REQUEST_RACE_WON,
+                 st.STORE_IO_REQUEST_RACE_WASTED)
+        return {name: b - a for name, a, b in zip(names, before, now, strict=True)}
 
     def expect_requests(self, requests: int) -> None:
         """Up to ``SMALL_COMMIT`` requests, a commit of round trips, not of the account's

@@ -362,6 +362,18 @@ class Store(ABC):
         cannot be opened in a worker process to share a commit's renames (``fanout.py``)."""
         return None
 
+    def commit_begins(self) -> None:
+        """A job commit begins on this store: a backend that races its requests' latency
+        tail takes the percentile and the budget of its races from this commit's requests
+        alone (``http/hedge.py``). Nothing elsewhere."""
+        return
+
+    def take_request_counters(self) -> dict[str, int]:
+        """The requests this backend sent since the last call (or since the commit began),
+        with Hadoop-style names (``store_io_request``, its raced copies: ``statistics.py``);
+        empty for a store that sends none of its own (local disk)."""
+        return {}
+
     def take_counters(self) -> dict[str, int]:
         """Counts of the backend's own events since the last call (such as GCS batches the
         service refused as a whole, sent again call by call), which the managed store adds to

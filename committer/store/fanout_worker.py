@@ -52,11 +52,15 @@ def main() -> int:
         try:
             store.rename_batch(entries)
         except StoreError as e:
+            store.count_requests()
             answer(("failed", batch, error_fields(e), stats.take()))
             return
         except Exception as e:  # anything else is a bug; report it as the batch's failure
+            store.count_requests()
             answer(("failed", batch, error_fields(e), stats.take()))
             return
+        # the requests this worker sent (for any batch: the sum is what matters), sent back
+        store.count_requests()
         answer(("done", batch, stats.take()))
 
     with ThreadPoolExecutor(config.io_threads, thread_name_prefix="fanout") as pool:

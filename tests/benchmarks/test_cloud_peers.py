@@ -39,7 +39,7 @@ def test_the_engine_and_the_python_clients_each_leave_the_destination_exact(
         assert row["files_per_s"] > 0 and row["machine_bound_term"]
     assert saved["rows"]["engine"]["vs_engine"] == 1.0
     # the default engine's static cap, and the tuned one's at the account's limit
-    assert saved["rows"]["engine"]["rate_limit"] == 10_000
+    assert saved["rows"]["engine"]["rate_limit"] == 20_000
     assert saved["rows"]["engine-account-rate"]["rate_limit"] == 50_000
     assert saved["rows"]["engine-account-rate"]["vs_engine_account_rate"] == 1.0
     assert all("vs_engine_account_rate" in row for row in saved["rows"].values())

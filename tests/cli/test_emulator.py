@@ -82,6 +82,12 @@ def test_cli_on_fake_gcs_server(gcs: RunningEmulator) -> None:
     c = run("commit-job", DEST, "--job-id", "gjob", "--json", *opts, timeout=120)
     assert c.code == 0, c.err
     assert (c.json()["files"], c.json()["bytes"]) == (2, 21)
+    # what the commit sent up to _SUCCESS, and its races (at most 5% of the requests)
+    requests = c.json()["requests"]
+    assert requests["store_io_request"] > 2
+    assert requests["store_io_request_raced"] <= 0.05 * requests["store_io_request"]
+    assert requests["store_io_request_raced"] == (requests["store_io_request_race_won"]
+                                                  + requests["store_io_request_race_wasted"])
 
     success = run("inspect", f"{DEST}/_SUCCESS", "--json", *opts, timeout=120)
     assert success.code == 0, success.err
@@ -90,3 +96,13 @@ def test_cli_on_fake_gcs_server(gcs: RunningEmulator) -> None:
 
     missing = run("inspect", f"{DEST}/no-such-thing", *opts, timeout=120)
     assert missing.code == 2 and len(missing.err.splitlines()) == 1
+
+
+def test_cli_commit_summary_counts_the_requests_and_races(gcs: RunningEmulator) -> None:
+    _write_job(gcs, "gjob2")
+    c = run("commit-job", DEST, "--job-id", "gjob2", *_options(gcs), timeout=120)
+    assert c.code == 0, c.err
+    assert "Requests (up to _SUCCESS)" in c.out
+    for name in ("store_io_request", "store_io_request_raced", "store_io_request_race_won",
+                 "store_io_request_race_wasted"):
+        assert name in c.out

@@ -23,11 +23,42 @@ from committer import CommitterConfig, JobCommitter, TaskAttemptCommitter, task_
 from committer.errors import PathNotFoundError
 from committer.store import ManagedStore, open_store
 from committer.store.base import Store
+from committer.store.http.strain import Strain
 from committer.store.local import LocalStore
 
 JOB_ID = "job_20260101_0001"
 #: the destination's name: it needs URI escaping (HADOOP-17112), on every store
 DEST_NAME = "dest dir ü #%"
+
+
+class PinnedStrain(Strain):
+    """A cloud store's strain (``committer/store/http/strain.py``) as a test sets it:
+    ``slowed`` (from the ``after``-th answer on, if given), never refusing, whatever the
+    answers say. A test of what the store does with or without strain must not hang on how
+    busy the machine is: this client's own lag on a loaded machine reads as a slowed
+    service."""
+
+    def __init__(self, slowed: bool = False, after: int | None = None) -> None:
+        super().__init__()
+        self.slowed = slowed
+        self.after = after
+        self.answers = 0
+
+    def answered(self, seconds: float) -> None:
+        self.answers += 1
+        if self.after is not None and self.answers >= self.after:
+            self.slowed = True
+
+    def refused(self, now: float) -> None:
+        pass
+
+
+def pin_strain(store: ManagedStore | Store, strain: Strain | None = None) -> Strain:
+    """Give a cloud store's limit ``strain`` (default: never strained); returned."""
+    backend = store.backend if isinstance(store, ManagedStore) else store
+    pinned = strain if strain is not None else PinnedStrain()
+    backend.limit.strain = pinned  # type: ignore[attr-defined]
+    return pinned
 
 
 def fast_config(**changes: Any) -> CommitterConfig:

@@ -25,7 +25,7 @@ def test_hadoop_azure_keys_become_the_engines_storage_options() -> None:
         assert job.config.io_threads == 8
         # no rate key set: not Hadoop's 1,000/s but the cloud stores' default cap
         assert job.config.io_rate_limit is None
-        assert job.store.rate_limit == DEFAULT_CLOUD_RATE_LIMIT == 10_000
+        assert job.store.rate_limit == DEFAULT_CLOUD_RATE_LIMIT == 20_000
         assert ACCOUNT_KEY not in repr(job.config)
     finally:
         job.store.backend.close()

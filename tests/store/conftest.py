@@ -13,9 +13,11 @@ __all__ = ["STORE_TARGETS", "azurite_emulator", "cloud", "cloud_sims", "gcs_emul
 
 #: the stores the core suites' store-generic tests run on here: the two emulators, the two
 #: rename paths neither has, on the local stubs (ADLS Gen2's Data Lake rename, GCS moveTo),
-#: and the simulated account of the scale benchmark in its three kinds, so that the
-#: simulation answers the engine as the emulators and the stubs do
-STORE_TARGETS = (*KINDS, "adls-hns", "gcs-move", "sim-adls", "sim-blob", "sim-gcs")
+#: and the simulated account of the scale benchmark in its kinds (GCS with folders too: the
+#: folder rename, a bucket with a hierarchical namespace), so that the simulation answers
+#: the engine as the emulators and the stubs do
+STORE_TARGETS = (*KINDS, "adls-hns", "gcs-move", "sim-adls", "sim-blob", "sim-gcs",
+                 "sim-gcs-hns")
 
 
 def _target(request: pytest.FixtureRequest, kind: str) -> EmulatorTarget:
@@ -34,7 +36,13 @@ def _target(request: pytest.FixtureRequest, kind: str) -> EmulatorTarget:
             lambda: list(proxy.requests), "move", frozenset({"rewrite", "copy"})))
     if kind.startswith("sim-"):
         sim = request.getfixturevalue("cloud_sims")[kind[4:]]
-        return EmulatorTarget(kind, sim.scheme, sim.trusted_options)
+        options = sim.trusted_options
+        if kind == "sim-gcs-hns":
+            # one backend serves the test's fresh buckets (every one with folders here): it is
+            # told, where a store opened for one destination asks that bucket
+            # (tests/store/test_gcs_hns.py)
+            options["committer_hierarchical"] = "true"
+        return EmulatorTarget(kind, sim.scheme, options)
     emulator = request.getfixturevalue("azurite_emulator" if kind == "azurite" else "gcs_emulator")
     return EmulatorTarget.on_emulator(kind, emulator)
 
@@ -55,6 +63,9 @@ def _check_backend(target: EmulatorTarget) -> None:
         assert backend.namespace_source == "account"
     elif target.kind == "sim-gcs":
         assert isinstance(backend, GcsStore) and backend.trust_preconditions
+    elif target.kind == "sim-gcs-hns":
+        assert isinstance(backend, GcsStore) and backend.trust_preconditions
+        assert backend.renames_directories
 
 
 @pytest.fixture(params=STORE_TARGETS)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
 from operator import itemgetter
 
 from committer.errors import PathExistsError
@@ -89,14 +90,27 @@ def _whole_tasks(chunks: Iterable[Chunk], tasks: Iterable[str], pieces: dict[str
         yield pending
 
 
+#: threads at most for the directory moves on a store whose calls wait on its request loop:
+#: each move is a few round trips in a row, one request in flight at a time
+DIRECTORY_THREADS = 512
+
+
 def _directory_workers(ctx: StageContext, tasks: int) -> int:
     """Workers for the directory moves: on this machine's own disks the proof of a directory is
     CPU work (a stat per file, in C without the GIL), and more threads than CPUs only queue on
     the kernel's locks of the two parent directories every move shares; elsewhere each move
-    waits on the store, as a file rename does."""
+    waits on the store, as a file rename does. On a store whose calls wait on its request loop
+    (``calls_at_once``) each move is a few round trips in a row (its proof's listing, the
+    rename, on GCS the rename's operation read until done, the count after it), one request in
+    flight at a time: as many moves at once as there are (up to ``DIRECTORY_THREADS``, within
+    the requests the store keeps in flight), since every wave of them costs those round trips
+    again (1,000 folder moves on a simulated GCS bucket took 13.4 s with 32 threads, 8.6 s with
+    the pool's 128)."""
     workers = ctx.config.io_threads
     if not ctx.store.reads_wait(ctx.layout.dest):
         workers = min(workers, os.cpu_count() or 1)
+    elif ctx.store.calls_at_once():
+        workers = max(workers, min(DIRECTORY_THREADS, ctx.store.calls_at_once()))
     return max(1, min(workers, tasks))
 
 
@@ -168,8 +182,16 @@ def rename_files(ctx: StageContext, plan: JobPlan,
             prune(m.source for m in moves)  # every file went with a directory: their parents
             return len(chunk.entries)
 
-        run_pulled(ctx.pool, _whole_tasks(plan.renames, moves_of, pieces), move_whole,
-                   workers=_directory_workers(ctx, len(moves_of)), on_result=advance)
+        workers = _directory_workers(ctx, len(moves_of))
+        # more waiting threads than the commit's pool has: a pool of their own, for this phase
+        pool: Executor = ctx.pool if workers <= ctx.workers else ThreadPoolExecutor(
+            workers, thread_name_prefix="directory-moves")
+        try:
+            run_pulled(pool, _whole_tasks(plan.renames, moves_of, pieces), move_whole,
+                       workers=workers, on_result=advance)
+        finally:
+            if pool is not ctx.pool:
+                pool.shutdown()
 
     def rename(entries: list[RenameEntry]) -> None:
         if config.delete_target_files or on_exists is not None:

@@ -46,6 +46,7 @@ def build_summary(
     description: str,
 ) -> SuccessData:
     now = time.time()
+    store.count_requests()
     stats = store.stats.snapshot()
     metrics = {name: stats.counters.get(name, 0) for name in METRICS}
     return SuccessData(

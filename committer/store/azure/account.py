@@ -229,7 +229,8 @@ class AzureAccount(AsyncStore):
         epoch = self._limit.try_acquire()
         if epoch is None:
             epoch = await self._limit.acquire()
-        throttled, took = False, None
+        self._hedger.sent += 1
+        throttled, took, wire = False, None, None
         started = time.monotonic()
         try:
             target = f"{path}?{qs}" if qs else path
@@ -244,6 +245,7 @@ class AzureAccount(AsyncStore):
             response.request_id = request_id
             throttled = is_throttle(response)
             took = time.monotonic() - started  # the limit's latency signal
+            wire = response.wire_s  # the strain's: without a connection's opening
         except (OSError, TimeoutError) as e:
             error = TransientStoreError(
                 f"{op} {container}/{key}: no answer ({type(e).__name__}: {scrub(str(e))[:300]}; "
@@ -251,7 +253,7 @@ class AzureAccount(AsyncStore):
             LOG.debug("%s", error)
             raise error from None
         finally:  # whatever happened (a cancellation too), the place is given back
-            self._limit.release(epoch, throttled, took)
+            self._limit.release(epoch, throttled, took, wire)
         if whole:
             self._lose(op, f"{container}/{key}")
         return response

@@ -121,7 +121,7 @@ class FlatBlobRenames(AzureAccount):
     async def _delete_many(self, blobs: Sequence[tuple[str, str]]) -> list[BaseException | None]:
         """Delete blobs (a missing one is fine), ``BATCH_LIMIT`` to a Blob Batch request; one
         result per blob: ``None`` or its error. A single blob goes as a plain Delete."""
-        if self._one_by_one and len(blobs) > 1:  # a small commit's: no batch to wait for
+        if self._each_alone and len(blobs) > 1:  # a small commit's: no batch to wait for
             return await self._delete_each(blobs)
         results: list[BaseException | None] = [None] * len(blobs)
         if len(blobs) == 1:

@@ -283,28 +283,24 @@ class AzureStore(DataLakeRenames, FlatBlobRenames):
                 await self._datalake_rename(src, dst, False, "rename_file", proof)
 
             return await map_bounded(rename, range(len(pairs)), self._batch_workers)
-        if self._one_by_one:
-            # A small commit (``expect_requests``): each source is deleted as soon as its copy
-            # is done, alone, where a batch would wait for its slowest copy and then for its
-            # slowest delete. What that costs (a request a file) only a small commit spends.
-            async def rename_one(i: int) -> None:
-                src, dst = pairs[i]
-                proof = self._renamed_proof(dst, identities[i]) if identities else None
-                source = await self._copy(src, dst, False, proof)
-                if source is not None:
-                    [error] = await self._delete_sources([source], self._delete_each)
-                    if error is not None:
-                        raise error
-                self._lose("rename_file", dst)
-
-            return await map_bounded(rename_one, range(len(pairs)), self._batch_workers)
-        # Flat: every copy first, then the copied sources' deletes in Blob Batch requests.
+        # Flat: every copy first, then the copied sources' deletes in Blob Batch requests; or,
+        # in a small commit while the service is not strained (``_each_alone``), each source
+        # deleted alone as soon as its copy is done, where a batch would wait for its slowest
+        # copy and then for its slowest delete (a request a file, which only such a commit
+        # spends). The choice is made as each copy is done: a source whose copy lands while
+        # the service refuses or is slowed joins the batch.
         sources: list[tuple[str, str] | None] = [None] * len(pairs)
 
         async def copy(i: int) -> None:
             src, dst = pairs[i]
             proof = self._renamed_proof(dst, identities[i]) if identities else None
-            sources[i] = await self._copy(src, dst, False, proof)
+            source = sources[i] = await self._copy(src, dst, False, proof)
+            if source is None or not self._each_alone:
+                return
+            sources[i] = None
+            [error] = await self._delete_sources([source], self._delete_each)
+            if error is not None:
+                raise error
 
         results = await map_bounded(copy, range(len(pairs)), self._batch_workers)
         to_delete = [i for i, r in enumerate(results) if r is None and sources[i] is not None]

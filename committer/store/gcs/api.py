@@ -31,10 +31,11 @@ from committer.store.gcs.wire import (
     _retry_after,
     _ts,
     classify_gcs,
+    object_limited,
 )
 from committer.store.http.connection import ConnectionPool
 from committer.store.http.hedge import Hedger, hedged
-from committer.store.http.limiter import AdaptiveLimit
+from committer.store.http.limiter import AdaptiveLimit, Place
 from committer.store.http.loop import wire_loop
 from committer.store.http.messages import Origin, Response
 from committer.store.http.quoting import quote_name
@@ -58,9 +59,21 @@ class GcsApi(AsyncStore):
         trust_preconditions: bool = True,
         faults: WireFaults | None = None,
         transport: Transport | None = None,
+        bucket: str | None = None,
+        hierarchical: bool | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        #: the bucket of the location the store was opened for (its namespace is the store's:
+        #: ``folders.py``), and ``bucket -> has a hierarchical namespace`` as far as known
+        self.home_bucket = bucket
+        self._hns: dict[str, bool] = {}
+        #: how that was decided: "option" (given), "bucket" (it said), "refused" (its metadata
+        #: could not be read: flat assumed), "unknown" (not asked yet)
+        self.namespace_source = "unknown"
+        if bucket is not None and hierarchical is not None:
+            self._hns[bucket] = hierarchical
+            self.namespace_source = "option"
         self.fs = fs
         self.concurrency = concurrency
         self._limit = AdaptiveLimit(concurrency)
@@ -120,14 +133,14 @@ class GcsApi(AsyncStore):
     async def _request(
         self, op: str, method: str, url: str, *, params: Mapping[str, str] | None = None,
         body: bytes | None = None, headers: Mapping[str, str] | None = None,
-        limit: int | None = None, hedge: bool | None = None,
+        limit: int | None = None, hedge: bool | None = None, place: Place | None = None,
     ) -> tuple[int, bytes]:
         """One HTTP request (``url``: the path below the endpoint), no retries; a non-2xx
         answer raises :class:`GcsHttpError`, no answer a ``TransientStoreError``."""
         if self.faults is not None and self.faults.before(op):
             raise GcsHttpError(self.faults.status, "injected: backend busy")
         response = await self._send(method, url, params, body or b"", headers, limit, op,
-                                   hedge=hedge)
+                                   hedge=hedge, place=place)
         if response.status >= 300:
             raise GcsHttpError(response.status, _error_message(response.body),
                                retry_after=_retry_after(response))
@@ -139,10 +152,11 @@ class GcsApi(AsyncStore):
     async def _send(self, method: str, url: str, params: Mapping[str, str] | None, body: bytes,
                     headers: Mapping[str, str] | None, limit: int | None, op: str,
                     idempotent: bool | None = None, hedge: bool | None = None,
-                    parts: int = 1) -> Response:
+                    parts: int = 1, place: Place | None = None) -> Response:
         """``hedge``: a slow request may be raced by a copy (``http/hedge.py``); reads are,
         by default, and whatever a repetition does not change (``parts``: the operations a
-        batch carries)."""
+        batch carries). ``place``: a place in the limit the caller took already (its choice
+        of this request over a batch was made once it had one), the request's own."""
         pool = self._connections()
         hdrs = dict(await self._token.headers())
         if headers:
@@ -150,10 +164,13 @@ class GcsApi(AsyncStore):
         target = url
         if params:
             target += "?" + "&".join([f"{k}={quote_name(str(v))}" for k, v in params.items()])
-        epoch = self._limit.try_acquire()
+        epoch = place.take() if place is not None else None
+        if epoch is None:
+            epoch = self._limit.try_acquire()
         if epoch is None:
             epoch = await self._limit.acquire()
-        throttled, took = False, None
+        self._hedger.sent += 1
+        throttled, took, wire = False, None, None
         started = time.monotonic()
         try:
             def send() -> Coroutine[Any, Any, Response]:
@@ -163,13 +180,16 @@ class GcsApi(AsyncStore):
             response = await (self._hedger.request(send, _refused, parts=parts)
                               if hedged(method, hedge)
                               else send())
-            throttled = response.status in _THROTTLE_STATUS
+            # the per-object limit's refusal is the object's, not the bucket's rate
+            throttled = response.status in _THROTTLE_STATUS and not object_limited(
+                response.status, response.body)
             took = time.monotonic() - started  # the limit's latency signal
+            wire = response.wire_s  # the strain's: without a connection's opening
         except (OSError, TimeoutError) as e:
             raise TransientStoreError(f"{op} {url}: no answer ({type(e).__name__}: "
                                       f"{scrub(str(e))[:300]})", url) from None
         finally:  # whatever happened (a cancellation too), the place is given back
-            self._limit.release(epoch, throttled, took)
+            self._limit.release(epoch, throttled, took, wire)
         return response
 
     async def _json(self, op: str, method: str, url: str, **kw: Any) -> dict[str, Any]:

@@ -176,18 +176,6 @@ class GcsBatches(GcsRenames):
             # raced in its tail where the renames are (``expect_requests``, ``tail_begins``)
             sources[i] = await self._rewrite(pairs[i], False, absent, hedge=self._races)
 
-        async def rename_one(i: int) -> None:
-            # The smallest commits (``ONE_BY_ONE``): the source deleted as soon as its
-            # rewrite is done, where a batch would wait for its slowest rewrite and then for its
-            # slowest delete. What that costs (requests a file, not a hundred files) only a
-            # small commit spends.
-            source = await self._rewrite(pairs[i], False, absent, hedge=self._races)
-            if source is not None:
-                [error] = await self._delete_sources([source], self._delete_each)
-                if error is not None:
-                    raise error
-            self._lose("rename_file")
-
         indexes = range(len(pairs))
         first: list[BaseException | None] = []
         if self._move_supported is None and pairs:
@@ -203,17 +191,17 @@ class GcsBatches(GcsRenames):
                     except Exception as e:  # the first pair's outcome, as for any other
                         first = [e]
         rest = indexes[len(first):]
-        if self._one_by_one:
-            results = first + await map_bounded(rename_one, rest, self._batch_workers)
-            return [None if r is None else classify_gcs(r, f"{p[0]} -> {p[1]}")
-                    for p, r in zip(pairs, results, strict=True)]
-        if self._move_supported is False and not self._race_tail:
-            # a large commit's rewrites: through the batch endpoint (a small one's alone, each
-            # raced in its tail, where a batch waits for its slowest part)
-            results = first + await self._rewrite_batched(pairs, rest, absent, sources)
-        else:
+        if self._move_supported is not False:  # moves: one request a file anyway
             results = first + await map_bounded(rewrite, rest, self._batch_workers)
-        # then the rewritten sources' deletes, through the batch endpoint
+        elif self._race_tail and not self._limit.strained:
+            # a small commit's rewrites alone, each raced in its tail, where a batch waits
+            # for its slowest part; while the service is not strained
+            results = first + await self._rewrite_each(pairs, rest, absent, sources)
+        else:
+            # a large commit's rewrites, or any while the service is strained: through the
+            # batch endpoint
+            results = first + await self._rewrite_batched(pairs, rest, absent, sources)
+        # then the rewritten sources' deletes (those not deleted already), in batches
         to_delete = [i for i, r in enumerate(results) if r is None and sources[i] is not None]
         doomed = [s for i in to_delete if (s := sources[i]) is not None]
         deleted = await self._delete_sources(doomed, self._delete_many)
@@ -227,6 +215,64 @@ class GcsBatches(GcsRenames):
                     results[i] = e
         return [None if r is None else classify_gcs(r, f"{p[0]} -> {p[1]}")
                 for p, r in zip(pairs, results, strict=True)]
+
+    async def _rewrite_each(self, pairs: Sequence[tuple[str, str]], indexes: Sequence[int],
+                            known_absent: frozenset[str],
+                            sources: list[tuple[str, str] | None]
+                            ) -> list[BaseException | None]:
+        """The rewrites of ``pairs[i]`` for ``i`` in ``indexes`` one request each, raced in
+        their tail, where a batch waits for its slowest part; as :meth:`_rewrite_batched`,
+        one result per index. Each is chosen once it has a place in the limit: one that gets
+        its place while the service is strained (refusing, or slowed: a request more only
+        queues) goes through the batch endpoint with the others that did. In the smallest
+        commits (``ONE_BY_ONE``), while the service is not strained, the source is deleted
+        as soon as its rewrite is done, where a batch would wait for its slowest rewrite and
+        then for its slowest delete (requests a file, not a hundred files: only a small
+        commit spends that); else its delete waits for the batch of deletes after them. The
+        batch goes as soon as every file has chosen, beside the rewrites still answering."""
+        batched: list[int] = []
+        undecided = len(indexes)
+        batch: list[asyncio.Task[list[BaseException | None]]] = []
+
+        def chosen(alone: bool, i: int) -> None:
+            nonlocal undecided
+            undecided -= 1
+            if not alone:
+                batched.append(i)
+            if not undecided and batched:
+                batch.append(asyncio.ensure_future(self._rewrite_batched(
+                    pairs, list(batched), known_absent, sources)))
+
+        async def one(i: int) -> None:
+            place = await self._limit.place()
+            try:
+                alone = not self._limit.strained
+                chosen(alone, i)
+                if not alone:
+                    return
+                sources[i] = await self._rewrite(pairs[i], False, known_absent,
+                                                 hedge=self._races, place=place)
+            finally:
+                place.give_back()
+            source = sources[i]
+            if source is not None and self._each_alone:
+                sources[i] = None
+                [error] = await self._delete_sources([source], self._delete_each)
+                if error is not None:
+                    raise error
+
+        try:
+            outcome = dict(zip(indexes, await map_bounded(one, indexes, self._batch_workers),
+                               strict=True))
+        except BaseException:
+            for task in batch:
+                task.cancel()
+            raise
+        if batched:  # sent once every file had chosen (not, if a file failed to get a place)
+            answers = await (batch[0] if batch else self._rewrite_batched(
+                pairs, batched, known_absent, sources))
+            outcome.update(zip(batched, answers, strict=True))
+        return [outcome[i] for i in indexes]
 
     async def _move_probe(self, pair: tuple[str, str]) -> bool:
         """Whether the move API renamed ``pair`` (then it exists); ``False``: the store has no
@@ -247,7 +293,7 @@ class GcsBatches(GcsRenames):
                            ) -> list[BaseException | None]:
         """Delete objects (a missing one is fine), ``BATCH_LIMIT`` to a request of the batch
         endpoint; one result per object. A single object goes as a plain DELETE."""
-        if self._one_by_one and len(objects) > 1:  # a small commit's: no batch to wait for
+        if self._each_alone and len(objects) > 1:  # a small commit's: no batch to wait for
             return await self._delete_each(objects)
         results: list[BaseException | None] = [None] * len(objects)
         if len(objects) == 1:

@@ -27,6 +27,7 @@ from committer.errors import PathExistsError, PathNotFoundError, StoreError
 from committer.store._aio import map_bounded
 from committer.store.gcs.api import GcsApi
 from committer.store.gcs.wire import GcsHttpError, _checksum
+from committer.store.http.limiter import Place
 from committer.store.http.quoting import quote_name
 
 _REWRITE_ROUNDS_LIMIT = 10_000  # a rewrite of a huge object takes several calls; bounded
@@ -75,22 +76,29 @@ class GcsRenames(GcsApi):
         await self._delete_object(bucket, sk, s.get("generation"))
 
     async def _rewrite(self, pair: tuple[str, str], replace: bool,
-                       known_absent: frozenset[str] = frozenset(), hedge: bool = False
-                       ) -> tuple[str, str] | None:
+                       known_absent: frozenset[str] = frozenset(), hedge: bool = False,
+                       place: Place | None = None) -> tuple[str, str] | None:
         """A rename but for the source's delete: the move (done), or the rewrite. Returns
         ``(bucket, key)`` of the source to delete next, or ``None`` when nothing is left to do
         (moved; or an earlier attempt finished the rename). ``hedge``: a slow rewrite that
         never replaces is raced by a copy; the later of the two is refused (412) and settled
-        as any refusal is, the destination proven the source's copy by checksum and size."""
+        as any refusal is, the destination proven the source's copy by checksum and size.
+        ``place``: the caller's place in the limit, for the rewrite; given back first if
+        anything else is sent before it (it must not wait, holding a place, for another)."""
         src, dst = pair
         sb, sk = self._split(src)
         db, dk = self._split(dst)
         if not sk or not dk:
             raise StoreError(f"cannot rename a bucket: {src} -> {dst}", src)
         try:
-            if sb == db and await self._move(sb, sk, dk, replace):
-                return None
+            if sb == db and self._move_supported is not False:
+                if place is not None:
+                    place.give_back()
+                if await self._move(sb, sk, dk, replace):
+                    return None
             if not replace and not self.trust_preconditions and dst not in known_absent:
+                if place is not None:
+                    place.give_back()
                 found = await self._get_object(db, dk)
                 if found is not None:  # the endpoint ignores ifGenerationMatch on rewrite
                     await self._complete_half_done(sb, sk, dk, src, dst, found)
@@ -99,7 +107,7 @@ class GcsRenames(GcsApi):
             url = self._rewrite_url(sb, sk, db, dk)
             out = await self._json("copy", "POST", url, params=params,
                                    headers={"Content-Type": "application/json"},
-                                   hedge=hedge and not replace)
+                                   hedge=hedge and not replace, place=place)
             await self._rewrite_rounds(url, params, out, src, dst)
         except GcsHttpError as e:
             await self._rewrite_refused(e, pair, replace)

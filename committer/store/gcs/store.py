@@ -25,6 +25,7 @@ emulator behaves like the service for tests, and is documented in ``docs/stores.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 from collections.abc import Mapping
@@ -37,7 +38,7 @@ from committer.store._aio import beside, flag_option
 from committer.store.base import FileStatus
 from committer.store.credentials import CONCURRENCY_OPTION
 from committer.store.gcs.api import DEFAULT_CONCURRENCY
-from committer.store.gcs.batch import GcsBatches
+from committer.store.gcs.folders import GcsFolders
 from committer.store.gcs.wire import GcsHttpError, classify_gcs
 from committer.store.http.quoting import quote_name
 from committer.store.http.transport import Transport
@@ -48,8 +49,9 @@ __all__ = ["GcsStore", "open_gcs"]
 _BOUNDARY = "committer-multipart-boundary-7c1f"
 
 
-class GcsStore(GcsBatches):
-    """Objects in Google Cloud Storage buckets."""
+class GcsStore(GcsFolders):
+    """Objects in Google Cloud Storage buckets (and folders, in a bucket with a hierarchical
+    namespace: ``folders.py``)."""
 
     name = "gs"
     supports_etags = True
@@ -66,6 +68,22 @@ class GcsStore(GcsBatches):
         if not key:
             await self._json("stat", "GET", f"{self._api}/b/{quote_name(bucket)}")
             return FileStatus(self._url(bucket, ""), 0, True)
+        if await self._bucket_hns(bucket):  # a directory is a folder, empty or not
+            folder: dict[str, Any] | BaseException | None = None
+            if directory:
+                obj, folder = await beside(self._get_object(bucket, key),
+                                           self._folder(bucket, key))
+            else:
+                obj = await self._get_object(bucket, key)
+            if obj is not None:
+                return self._status(bucket, obj)
+            if isinstance(folder, BaseException):
+                raise folder
+            if folder is None and not directory:
+                folder = await self._folder(bucket, key)
+            if folder is not None:
+                return FileStatus(self._url(bucket, key), 0, True)
+            raise PathNotFoundError(f"not found: {path}", path)
         listing = f"{self._api}/b/{quote_name(bucket)}/o"
         below = {"prefix": key + "/", "maxResults": "1"}
         page: dict[str, Any] | BaseException | None = None
@@ -91,6 +109,8 @@ class GcsStore(GcsBatches):
         params: dict[str, str] = {"prefix": prefix}
         if delimiter:
             params["delimiter"] = "/"
+            if await self._bucket_hns(bucket):  # an empty folder is a directory too
+                params["includeFoldersAsPrefixes"] = "true"
         while True:  # pages until the store gives no next token
             page = await self._json(op, "GET", f"{self._api}/b/{quote_name(bucket)}/o",
                                     params=params)
@@ -189,6 +209,19 @@ class GcsStore(GcsBatches):
         if not key:
             await self._ensure_bucket(bucket)
             return
+        if await self._bucket_hns(bucket):  # the folder and its parents, in one request
+            obj, made = await beside(self._get_object(bucket, key),
+                                     self._make_folder(bucket, key))
+            if obj is not None:
+                if made is True:  # asked beside the check: not left under the file's name
+                    with contextlib.suppress(GcsHttpError):
+                        await self._request("mkdirs", "DELETE",
+                                            f"{self._folders_url(bucket)}/"
+                                            f"{quote_name(key + '/')}")
+                raise PathExistsError(f"a file exists where a directory must be: {path}", path)
+            if isinstance(made, BaseException):
+                raise made
+            return
         # the bucket is made only when the upload finds it missing: asked first, it was a
         # round trip more for every directory of a commit
         if await self._get_object(bucket, key) is not None:
@@ -215,6 +248,8 @@ class GcsStore(GcsBatches):
         bucket, key = self._split(path)
         if not key:
             raise StoreError(f"refusing to delete a whole bucket: {path}", path)
+        if await self._bucket_hns(bucket):
+            return await self._remove_folder_if_empty(bucket, key, path)
         # two entries at most: the directory's own marker and one more
         below, obj = await asyncio.gather(
             self._json("list_dir", "GET", f"{self._api}/b/{quote_name(bucket)}/o",
@@ -233,21 +268,60 @@ class GcsStore(GcsBatches):
         bucket, key = self._split(path)
         if not key:
             raise StoreError(f"refusing to delete a whole bucket: {path}", path)
+        if await self._bucket_hns(bucket):
+            gone = await self._delete_folder_tree(bucket, key, path)
+            if gone is not None:
+                return gone
         items, _ = await self._list_objects(bucket, key + "/", False, "delete_tree")
         if not items:  # a file of that name, if the "tree" is one file
-            return await self._delete_object(bucket, key)
+            if await self._delete_object(bucket, key):
+                return True
+            return await self._bucket_hns(bucket) and await self._delete_folders(bucket, key) > 0
         names = [(bucket, str(o["name"])) for o in items]
         names.append((bucket, key))
         delete = self._delete_each if self._tree_one_by_one(len(names)) else self._delete_many
         for r in await delete(names):
             if r is not None:
                 raise classify_gcs(r, path)
+        if await self._bucket_hns(bucket):  # then the folders, once their objects are gone
+            await self._delete_folders(bucket, key)
         return True
 
+    async def _remove_folder_if_empty(self, bucket: str, key: str, path: str) -> bool:
+        """One folder delete, refused (409) while anything is in it; a directory marker object
+        of the flat layout (``key/``) alone is deleted first."""
+        if await self._get_object(bucket, key) is not None:
+            raise StoreError(f"not a directory: {path}", path)
+        url = f"{self._api}/b/{quote_name(bucket)}/folders/{quote_name(key + '/')}"
+        for attempt in (1, 2):
+            try:
+                await self._request("delete_file", "DELETE", url)
+                return True
+            except GcsHttpError as e:
+                if e.status == 404:
+                    return True
+                if e.status != 409 or attempt == 2:
+                    raise
+            below = await self._json("list_dir", "GET", f"{self._api}/b/{quote_name(bucket)}/o",
+                                     params={"prefix": key + "/", "maxResults": "2",
+                                             "delimiter": "/",
+                                             "includeFoldersAsPrefixes": "true"})
+            items = below.get("items", [])
+            if below.get("prefixes") or any(o.get("name") != key + "/" for o in items):
+                return False
+            if items:  # the marker alone
+                await self._delete_object(bucket, key + "/", items[0].get("generation"))
+        return False
+
     def fanout_options(self) -> Mapping[str, Any] | None:
-        """A worker opens the same endpoint with the same trust in its preconditions."""
-        return {"committer_trust_preconditions": str(self.trust_preconditions).lower(),
-                CONCURRENCY_OPTION: self.concurrency}
+        """A worker opens the same endpoint with the same trust in its preconditions, and
+        what the store learned of its bucket's namespace."""
+        out = {"committer_trust_preconditions": str(self.trust_preconditions).lower(),
+               CONCURRENCY_OPTION: self.concurrency}
+        known = self._hns.get(self.home_bucket or "")
+        if known is not None:
+            out["committer_hierarchical"] = str(known).lower()
+        return out
 
 
 def _is_google_endpoint(endpoint: str | None) -> bool:
@@ -291,14 +365,17 @@ def open_gcs(location: str, options: Mapping[str, Any]) -> GcsStore:
     transport = Transport.resolve(opts)  # proxy, CA bundle: not gcsfs's options
     trust = flag_option(opts.pop("committer_trust_preconditions", None),
                         "committer_trust_preconditions")
+    hierarchical = flag_option(opts.pop("committer_hierarchical", None),
+                               "committer_hierarchical")
     if trust is None:
         trust = _is_google_endpoint(opts.get("endpoint_url"))
     try:
         fs = GCSFileSystem(**opts)
     except Exception as e:
         raise ConfigError(f"cannot connect to Google Cloud Storage: {scrub(str(e))}") from None
+    bucket = location.split("://", 1)[-1].lstrip("/").split("/", 1)[0] or None
     return GcsStore(fs, concurrency=concurrency, trust_preconditions=bool(trust),
-                    transport=transport)
+                    transport=transport, bucket=bucket, hierarchical=hierarchical)
 
 
 def _user_credentials(info: Mapping[str, Any]) -> Any:

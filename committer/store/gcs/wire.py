@@ -60,10 +60,29 @@ def classify_gcs(e: BaseException, path: str) -> StoreError:
     return StoreError(f"failed on {path}: {detail}", path)
 
 
+#: how soon one object name may be written again: Cloud Storage's "Quotas & limits" allow one
+#: write a second to the same object name (https://cloud.google.com/storage/quotas, "Objects")
+OBJECT_WRITE_INTERVAL_S = 1.0
+#: what the service's 429 for that limit says (its current words, and its older ones, as its
+#: users report them): the object's own limit, not the bucket's rate
+_OBJECT_LIMIT_WORDS = (b"rate limit for object mutation", b"change requests to the object",
+                       b"changes to the object")
+
+
+def object_limited(status: int, body: bytes) -> bool:
+    """Whether a refusal is the per-object write limit's (one write a second to one name):
+    the object is hot, the bucket is not full, so it steers no pace."""
+    return status == 429 and any(w in body for w in _OBJECT_LIMIT_WORDS)
+
+
 def _retry_after(response: Response) -> float | None:
+    """The wait a refusal asks for: its ``Retry-After`` (the service sends none), else, for the
+    per-object limit, the second it documents, so that the next write is not refused too."""
     try:
         value = float(response.header("retry-after"))
     except ValueError:
+        if object_limited(response.status, response.body):
+            return OBJECT_WRITE_INTERVAL_S
         return None
     return value if value >= 0 and math.isfinite(value) else None
 

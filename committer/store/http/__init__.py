@@ -6,7 +6,8 @@ signing, its answers) lives in that backend's package (``azure/``, ``gcs/``).
 - ``messages.py``: the values of that cycle (origin, answer, header lookup);
 - ``loop.py``: the process's request loop (uvloop when installed);
 - ``limiter.py``: how many requests a store keeps in flight (adaptive, follows throttling);
-- ``hedge.py``: a copy of a slow read raced against it;
+- ``hedge.py``: a copy of a slow read raced against it, on a budget;
+- ``strain.py``: whether the service is strained as a whole (refusing, or slowed under load);
 - ``multipart.py``: batch requests (Blob Batch, the GCS batch endpoint);
 - ``quoting.py``: percent-encoding.
 """

@@ -132,9 +132,11 @@ class ConnectionPool:
             loop = asyncio.get_running_loop()
             waiter: asyncio.Future[Response] = loop.create_future()
             self.requests += 1
-            conn.send(head, body, head_only, max_body, waiter, loop.time() + self.read_timeout)
+            sent = loop.time()
+            conn.send(head, body, head_only, max_body, waiter, sent + self.read_timeout)
             try:
                 response = await waiter
+                response.wire_s = loop.time() - sent
                 if self._forward and response.status == 407:
                     assert self.proxy is not None
                     refused = refused_by_proxy(self.proxy, self.origin, 407, response.reason)

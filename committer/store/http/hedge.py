@@ -3,10 +3,20 @@
 A commit's fixed phases (reading the manifests, probing and creating the directories) each
 end with their slowest request, and a storage service's latency has a long tail: one request
 of a hundred waits ten times the median. Sending a copy of a request that has waited longer
-than most (the recent 95th percentile of its kind) and taking whichever answers first cuts
-that tail to about the percentile plus a median, for a few percent more requests ("The Tail
-at Scale", Dean and Barroso, 2013). Before enough answers to know the percentile, a request
-waits a tenth of a second (``EARLY_S``). Measured on the simulated account: ``docs/stores.md``.
+than most (the 95th percentile of its kind in this commit) and taking whichever answers first
+cuts that tail to about the percentile plus a median, for a few percent more requests ("The
+Tail at Scale", Dean and Barroso, 2013). Measured on the simulated account: ``docs/stores.md``.
+
+Races are on a budget, since a copy is a bet that pays only in a tail:
+- **a share**: copies stay within :data:`SHARE` of the requests the store sent in this commit
+  (every request counts, raced or not; the first copy once there are 20);
+- **past the commit's own percentile**: the samples are this commit's (``begin``); before
+  :data:`MIN_SAMPLES` answers give a percentile, a request waits a tenth of a second
+  (``EARLY_S``), or four medians of the answers so far when that is longer;
+- **not while the service is strained as a whole** (``strain.py``: refusing, or slowed under
+  load, the latency rising with what is sent): a copy then only adds to the queue every
+  request waits in, and costs the client CPU. Such a request is sent without a race at all
+  (no task, no timer), and a race waiting for its copy gives it up.
 
 Only requests whose repetition changes nothing are hedged: reads (``GET``, ``HEAD``) and
 those a backend marks so (a directory create that accepts "already there"; a rename that
@@ -15,12 +25,14 @@ settle the race by itself (``settles``): a service may carry a request out at on
 late, so the copy of a slow rename finds its source gone. That refusal settles it only once
 the destination is proven to be the renamed file (its kept etag, as the recovery of a retried
 rename proves it: one read, cheaper than the tail); otherwise the first request's answer is
-awaited, which says what the service did with it. A copy is sent
-only while the adaptive limit has a place free, and copies stay under :data:`SHARE` of the
-requests (beyond the first :data:`BURST`), so under throttling hedging stops by itself; a
-request refused a copy so tries again each time it has waited as long again (the far tail of a
-phase's last requests, which the share used up earlier would leave alone, is what the phase
-waits for). The loser is cancelled (its connection closed).
+awaited, which says what the service did with it. A copy is sent only while the adaptive limit
+has a place free and the budget allows; a request refused a copy tries again each time it has
+waited as long again (the far tail of a phase's last requests, which the share used up earlier
+would leave alone, is what the phase waits for). The loser is cancelled (its connection
+closed).
+
+Counted for the commit's statistics (``committer/statistics.py``): requests sent (copies
+included), copies sent, copies that answered first (won) and copies that did not (wasted).
 """
 
 from __future__ import annotations
@@ -39,9 +51,8 @@ __all__ = ["Hedger", "ProvenRace", "Settles", "hedged", "succeeded"]
 
 READS = frozenset({"GET", "HEAD"})
 
-#: at most this share of the requests are copies, beyond the first few
-SHARE = 0.10  # twice what the percentile sends: it binds only when the tail grows
-BURST = 10
+#: copies sent at most, as a share of the requests the store sent in the commit
+SHARE = 0.05
 #: the latency percentile after which a copy is sent
 QUANTILE = 0.95
 #: latencies kept to estimate it, and how often it is computed again (answers)
@@ -122,10 +133,28 @@ class Hedger:
         #: seconds a request waits before its copy is sent (``None``: not known yet)
         self.delay: float | None = None
         self._median: float | None = None
-        #: hedgeable requests, copies sent, and copies that answered first (statistics)
+        #: in this commit (statistics): requests the store sent, not counting copies (its
+        #: backend counts them as it sends), those of them that could be raced, copies sent,
+        #: copies that answered first (won), copies whose race the first request settled
+        #: (wasted)
+        self.sent = 0
         self.requests = 0
         self.hedged = 0
         self.won = 0
+        self.wasted = 0
+
+    def begin(self) -> None:
+        """A commit begins: its own latencies, and its own budget, from nothing (the
+        service's latencies of an earlier commit say little of this one's: another load,
+        another time)."""
+        self._samples.clear()
+        self._fresh = 0
+        self.delay = self._median = None
+        self.sent = self.requests = self.hedged = self.won = self.wasted = 0
+
+    def budget_left(self) -> bool:
+        """Whether one more copy stays within ``SHARE`` of the requests sent."""
+        return self.hedged + 1 <= SHARE * self.sent
 
     def _observe(self, seconds: float) -> None:
         self._samples.append(seconds)
@@ -170,21 +199,24 @@ class Hedger:
         self.requests += 1
         delay = self.delay_for(parts)
         observe = self._observe if parts <= 1 else _ignore
-        if delay is None:
+        limit = self._limit
+        if delay is None or limit.strained:  # no race: no task, no timer
             response = await send()
             observe(loop.time() - start)
             return response
         first = loop.create_task(send())
         try:
-            while True:  # a copy refused (no share left, no place free) is tried again later
+            while True:  # a copy refused (no budget left, no place free) is tried again later
                 done, _ = await asyncio.wait((first,), timeout=delay)
+                if not done and limit.strained:
+                    await asyncio.wait((first,))  # strained since: the race is given up
+                    done = {first}
                 if done:
                     response = await first
                     observe(loop.time() - start)
                     return response
-                # the copy counted in: never over the share, even by one
-                epoch = None if self.hedged + 1 > SHARE * self.requests + BURST \
-                    else self._limit.try_acquire()
+                # the copy counted in: never over the budget, even by one
+                epoch = limit.try_acquire() if self.budget_left() else None
                 if epoch is not None:
                     break
         except asyncio.CancelledError:
@@ -200,9 +232,10 @@ class Hedger:
             if held:
                 copy = task.result() if not task.cancelled() and task.exception() is None \
                     else None
-                self._limit.release(held.pop(), copy is not None and throttled(copy))
+                limit.release(held.pop(), copy is not None and throttled(copy))
 
         second.add_done_callback(release_copy)
+        winner: asyncio.Task[Response] | None = None
         try:
             winner = await _first_answer(first, second, settles)
         finally:
@@ -214,7 +247,11 @@ class Hedger:
                 if not task.cancelled():
                     task.exception()
             release_copy(second)
-        self.won += winner is second
+            if winner is second:
+                self.won += 1
+            else:
+                self.wasted += 1
+        assert winner is not None
         # at least the delay, so still a sample of the tail the percentile is taken from
         observe(loop.time() - start)
         return winner.result()

@@ -72,6 +72,10 @@ the increase below.
 Only throttled answers (the service says it did not do the request) cut the limit or the
 pace; errors and lost connections do not, nor does latency. ``maximum`` is the configured
 concurrency: latency x rate of the account (``docs/stores.md``).
+
+The answers also tell whether the service is strained as a whole (``strain.py``: refusing, or
+slowed under load), which decides whether a slow request is raced (``hedge.py``) and whether a
+small commit renames its files one request each or in batches (``_aio.py``).
 """
 
 from __future__ import annotations
@@ -82,7 +86,9 @@ import contextlib
 import math
 import time
 
-__all__ = ["AdaptiveLimit"]
+from committer.store.http.strain import Strain
+
+__all__ = ["AdaptiveLimit", "Place"]
 
 GROWTH = 16
 #: near the limit the last cut left (within this share of it), growth is one place per GENTLE
@@ -168,6 +174,8 @@ class AdaptiveLimit:
         self._span_paced = False
         self._span_full = False  # whether the limit of requests in flight was reached
         self._span_clean = (1 << SPANS_OF) - 1  # no refusal before the first span
+        #: whether the service is refusing or slowed as a whole (``strain.py``)
+        self.strain = Strain()
         #: throttled answers seen, cuts made, slow starts ended by latency (statistics)
         self.throttled = 0
         self.cuts = 0
@@ -204,17 +212,41 @@ class AdaptiveLimit:
             raise
         return self._epoch
 
-    def release(self, epoch: int, throttled: bool = False, seconds: float | None = None
-                ) -> None:
+    def give_back(self) -> None:
+        """Hand back a place taken and not used for a request (nothing was answered)."""
+        self.in_flight -= 1
+        self._wake()
+
+    async def place(self) -> Place:
+        """A place, taken before the caller chooses what to send with it (``Place``)."""
+        epoch = self.try_acquire()
+        if epoch is None:
+            epoch = await self.acquire()
+        return Place(self, epoch)
+
+    @property
+    def strained(self) -> bool:
+        """Whether the service is refusing or slowed as a whole (``strain.py``): no request
+        is raced then, and a small commit's renames go in batches."""
+        strain = self.strain
+        return strain.slowed or strain.refusing(self.clock())
+
+    def release(self, epoch: int, throttled: bool = False, seconds: float | None = None,
+                wire: float | None = None) -> None:
         """A request sent in ``epoch`` is answered (``throttled``: the service refused it;
-        ``seconds``: how long the answer took, when it came)."""
+        ``seconds``: how long the answer took, when it came; ``wire``: of that, the time from
+        its writing on a connection, without the opening of one, for ``strain``)."""
         if self.in_flight >= self.limit:
             self._span_full = True
         self.in_flight -= 1
         now = self.clock()
         if now - self._span_start >= SPAN_S:
             self._end_span(now)
+        answered = wire if wire is not None else seconds
+        if answered is not None:
+            self.strain.answered(answered)
         if throttled:
+            self.strain.refused(now)
             self.throttled += 1
             if seconds is None or now - seconds >= self._paced_at:
                 self._span_refused += 1  # not a request sent before the pace was last cut
@@ -256,6 +288,8 @@ class AdaptiveLimit:
     def throttled_answer(self, epoch: int, refused: int = 1, of: int = 1) -> None:
         """``refused`` of the ``of`` sub-requests of a batch sent in ``epoch`` were throttled:
         the batch, released as one answer, counts as that share of a refusal."""
+        if refused:
+            self.strain.refused(self.clock())
         self.throttled += refused
         self._span_refused += refused / max(of, refused, 1)
         if epoch == self._epoch:
@@ -402,3 +436,26 @@ class AdaptiveLimit:
                 return
             self.in_flight += 1
             self._waiters.popleft().set_result(None)
+
+
+class Place:
+    """A place in the limit taken before its request is chosen: a file waiting for one may
+    yet go in a batch instead, if the service is strained by the time it has one. The request
+    sent with it takes it (``take``); a place not taken goes back (``give_back``; twice is
+    harmless)."""
+
+    __slots__ = ("_epoch", "_limit")
+
+    def __init__(self, limit: AdaptiveLimit, epoch: int) -> None:
+        self._limit = limit
+        self._epoch: int | None = epoch
+
+    def take(self) -> int | None:
+        """The place's epoch, for the request sent with it (``None``: taken already)."""
+        epoch, self._epoch = self._epoch, None
+        return epoch
+
+    def give_back(self) -> None:
+        if self._epoch is not None:
+            self._epoch = None
+            self._limit.give_back()

@@ -64,14 +64,17 @@ class Response:
     joined by ", ") the first time it is asked for.
 
     ``request_id``: the id the client gave the request this answers (Azure's
-    ``x-ms-client-request-id``), set by the backend that sent it, for its error messages."""
+    ``x-ms-client-request-id``), set by the backend that sent it, for its error messages.
+    ``wire_s``: seconds from the request's writing on its connection to its whole answer (set
+    by the pool: no wait for a place, a connection or its opening in it; ``None`` unknown)."""
 
-    __slots__ = ("_dict", "_head", "_lower", "body", "reason", "request_id", "status")
+    __slots__ = ("_dict", "_head", "_lower", "body", "reason", "request_id", "status", "wire_s")
 
     def __init__(self, status: int, reason: str, headers: str | Mapping[str, str],
                  body: bytes) -> None:
         self.status = status
         self.request_id = ""
+        self.wire_s: float | None = None
         self.reason = reason
         self.body = body
         self._lower: str | None = None

@@ -174,6 +174,18 @@ class ManagedStore(RecoveringRenames):
     def calls_at_once(self) -> int:
         return self.backend.calls_at_once()
 
+    def commit_begins(self) -> None:
+        """A job commit begins on this store (``Store.commit_begins``): its races are
+        budgeted, and its requests counted, from here."""
+        self.backend.commit_begins()
+
+    def count_requests(self) -> None:
+        """Add the requests the backend sent since the last call (or since the commit began)
+        to the statistics (``store_io_request`` and its raced copies): the summary's count of
+        what the commit sent."""
+        for name, count in self.backend.take_request_counters().items():
+            self.stats.incr(name, count)
+
     def expect_requests(self, requests: int) -> None:
         self.backend.expect_requests(requests)
         with self._tail_lock:

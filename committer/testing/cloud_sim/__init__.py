@@ -10,7 +10,9 @@ throttle, faults, and its own CPU and memory measured apart from the client's.
         print(sim.stats()["cpu"])
 
 Modules: ``namespace`` (the store), ``azure_blob`` / ``azure_dfs`` / ``gcs_json`` (the APIs,
-``azure_common`` what the two Azure endpoints share), ``multipart`` (batches, uploads),
+``azure_common`` what the two Azure endpoints share; ``gcs_folders`` the folders of a GCS
+bucket with a hierarchical namespace, ``gcs_rates`` a GCS bucket's documented request rates
+and their ramp), ``multipart`` (batches, uploads),
 ``shared_key`` (Azure Shared Key), ``latency``, ``throttle``, ``faults``, ``stats``,
 ``timeline``, ``server`` (the HTTP/1.1 server and each request's path), ``control`` (the
 control API), ``options``, ``process`` (the child process and its handle), ``__main__``.

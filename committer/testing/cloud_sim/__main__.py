@@ -33,13 +33,21 @@ from typing import Any
 
 from committer.testing.cloud_sim.azure_blob import BlobService
 from committer.testing.cloud_sim.azure_dfs import DfsService
-from committer.testing.cloud_sim.control import ControlService
+from committer.testing.cloud_sim.control import ControlService, rates_routes
 from committer.testing.cloud_sim.faults import Faults
+from committer.testing.cloud_sim.gcs_folders import GcsFolders
 from committer.testing.cloud_sim.gcs_json import GcsService
+from committer.testing.cloud_sim.gcs_rates import GcsRates
 from committer.testing.cloud_sim.latency import Latency
 from committer.testing.cloud_sim.namespace import Namespace
 from committer.testing.cloud_sim.options import SimOptions, parse_args
-from committer.testing.cloud_sim.server import Core, HttpProtocol, Service, new_event_loop
+from committer.testing.cloud_sim.server import (
+    Core,
+    HttpProtocol,
+    Service,
+    WorkQueue,
+    new_event_loop,
+)
 from committer.testing.cloud_sim.shared_key import SharedKeyVerifier
 from committer.testing.cloud_sim.throttle import TokenBucket
 from committer.testing.emulators import AZURITE_ACCOUNT, AZURITE_KEY
@@ -71,12 +79,25 @@ def _raise_fd_limit() -> None:
         pass
 
 
-def build_services(options: SimOptions, core: Core,
-                   ns: Namespace) -> dict[str, Service]:
+def gcs_rates(options: SimOptions, core: Core) -> GcsRates | None:
+    """A GCS account's bucket rates and per-object write limit (``gcs_rates.py``), when the
+    options ask for either: a cold bucket, or a per-object limit on a warm one."""
+    if options.service != "gcs" or (options.gcs_bucket == "warm" and not options.object_rate):
+        return None
+    return GcsRates(core.loop.time, time_scale=options.gcs_time_scale,
+                    burst_s=options.burst_s, max_rate=options.ops_limit,
+                    object_rate=options.object_rate, manual=options.gcs_manual_clock,
+                    ramps=options.gcs_bucket == "cold")
+
+
+def build_services(options: SimOptions, core: Core, ns: Namespace,
+                   rates: GcsRates | None = None) -> dict[str, Service]:
     """The data services of ``options.service``, by port name."""
     services: dict[str, Service]
     if options.service == "gcs":
-        services = {"gcs": GcsService(core, ns, move=options.gcs_move)}
+        gcs = GcsService(core, ns, move=options.gcs_move, rates=rates)
+        GcsFolders(gcs)  # buckets with a hierarchical namespace: folders, their rename
+        services = {"gcs": gcs}
     else:
         verifier = (SharedKeyVerifier(AZURITE_ACCOUNT, AZURITE_KEY)
                     if options.verify_signatures else None)
@@ -90,12 +111,17 @@ def build_services(options: SimOptions, core: Core,
 async def serve(options: SimOptions, stop: asyncio.Event) -> None:
     loop = asyncio.get_running_loop()
     ns = Namespace(hierarchical=options.service == "adls", seed=options.seed)
+    ns.hns_buckets = options.service == "gcs" and options.gcs_hns
     latency = Latency(options.latency_ms, options.p99_ms, options.seed)
+    # a cold GCS bucket's rates are its own (gcs_rates.py); ops_limit is then their ceiling
+    cold = options.service == "gcs" and options.gcs_bucket == "cold"
     bucket = (TokenBucket(options.ops_limit, options.burst_s, loop.time())
-              if options.ops_limit > 0 else None)
+              if options.ops_limit > 0 and not cold else None)
     core = Core(loop, latency, bucket, Faults(options.seed),
-                retry_after_s=options.retry_after_s)
-    services = build_services(options, core, ns)
+                retry_after_s=options.retry_after_s,
+                queue=WorkQueue(options.serve_rate) if options.serve_rate else None)
+    rates = gcs_rates(options, core)
+    services = build_services(options, core, ns, rates)
     tls = None
     if options.tls_cert is not None and options.tls_key is not None:
         tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
@@ -109,6 +135,8 @@ async def serve(options: SimOptions, stop: asyncio.Event) -> None:
         ready[name] = server.sockets[0].getsockname()[1]
     info = {"options": options.__dict__, "ports": dict(ready)}
     control = ControlService(core, ns, gcs=options.service == "gcs", info=info)
+    if rates is not None:
+        control.extend(rates_routes(rates), on_reset=rates.reset)
     server = await loop.create_server(lambda: HttpProtocol(core, control), HOST, 0,
                                       backlog=256)
     servers.append(server)

@@ -18,6 +18,10 @@
   what is stored, connections; ``GET /timeline``: the per-100 ms buckets.
 - ``POST /reset-stats``: a new measurement window; ``POST /faults`` (JSON, see
   :mod:`faults`), ``GET /faults``; ``POST /reset``: drop every bucket, fault and statistic.
+- a cold GCS bucket's model (``gcs_rates.py``): ``GET /gcs/rates`` (every bucket's write and
+  read rates, tokens, seconds of growth, served and refused; the per-object limit's refusals),
+  ``GET /gcs/rates/history?bucket=..`` (each ramp's rate at the end of each second), ``POST
+  /gcs/clock`` ``{"advance_s": s}`` (move the model's clock on: a manual clock's only motion).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import base64
 import binascii
 import gc
 import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -33,10 +38,11 @@ import orjson
 from committer.testing.cloud_sim.azure_common import etag_of
 from committer.testing.cloud_sim.faults import FaultError
 from committer.testing.cloud_sim.gcs_json import gcs_etag
+from committer.testing.cloud_sim.gcs_rates import GcsRates
 from committer.testing.cloud_sim.namespace import GENERATION_BASE, Namespace, Obj, PathConflict
 from committer.testing.cloud_sim.server import Core, Reply, Request, Service
 
-__all__ = ["ControlService"]
+__all__ = ["ControlService", "rates_routes"]
 
 _JSON = "Content-Type: application/json\r\n"
 _NDJSON = "Content-Type: application/x-ndjson\r\n"
@@ -52,6 +58,16 @@ class ControlService(Service):
         self.ns = ns
         self.gcs = gcs
         self.info = info
+        self._routes: dict[tuple[str, str], Callable[[Request], Reply]] = {}
+        self._on_reset: list[Callable[[], None]] = []
+
+    def extend(self, routes: Mapping[tuple[str, str], Callable[[Request], Reply]], *,
+               on_reset: Callable[[], None] | None = None) -> None:
+        """More control requests (``(method, path) -> handler``) of a part of the model, and
+        what ``POST /reset`` resets of it."""
+        self._routes.update(routes)
+        if on_reset is not None:
+            self._on_reset.append(on_reset)
 
     def route(self, req: Request) -> str:
         return ""
@@ -92,9 +108,14 @@ class ControlService(Service):
             self.core.faults.clear()
             self.core.refresh()
             self.core.reset_stats()
+            for reset in self._on_reset:
+                reset()
             return Reply(200, _JSON, b'{"ok":true}')
         if m == "GET" and path in ("/", "/info"):
             return Reply(200, _JSON, orjson.dumps(self.info))
+        handler = self._routes.get((m, path))
+        if handler is not None:
+            return handler(req)
         return self.error_reply(req, 404, "UnknownControlRequest",
                                 f"no control request {m} {req.target[:200]}; see "
                                 "committer/testing/cloud_sim/control.py")
@@ -186,3 +207,23 @@ class ControlService(Service):
                 "generation": GENERATION_BASE + obj.seq, "is_dir": entry.is_dir}))
         out.append(b"")
         return Reply(200, _NDJSON, b"\n".join(out))
+
+
+def rates_routes(rates: GcsRates) -> dict[tuple[str, str], Callable[[Request], Reply]]:
+    """The control requests of a GCS account's bucket rates (see the module doc)."""
+
+    def history(req: Request) -> Reply:
+        return Reply(200, _JSON, orjson.dumps(rates.history(req.params().get("bucket", ""))))
+
+    def clock(req: Request) -> Reply:
+        try:
+            spec = orjson.loads(req.body or b"{}")
+            now = rates.advance(float(spec.get("advance_s", 0.0)))
+        except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError) as e:
+            return Reply(400, _JSON, orjson.dumps({"error": "BadClock", "message": str(e)}))
+        return Reply(200, _JSON, orjson.dumps({"now": now}))
+
+    return {("GET", "/gcs/rates"): lambda req: Reply(200, _JSON,
+                                                     orjson.dumps(rates.describe())),
+            ("GET", "/gcs/rates/history"): history,
+            ("POST", "/gcs/clock"): clock}

@@ -5,11 +5,11 @@
   without an answer: the ambiguous lost response), applied to the operations in ``ops``
   (``None``: every data operation);
 - scripted, consumed in arming order by the next requests of their operation: ``fail`` (the
-  next ``times`` requests answered with ``status`` and error ``code`` instead of being carried
-  out), ``lose`` (the next ``times`` carried out and their answers lost) and ``garble`` (the
-  next ``times`` carried out and answered with their status, but a multipart body no client
-  can read: every part's status line mangled, as a broken proxy or a service bug would leave
-  a batch's answer; a client cannot tell which parts were done).
+  next ``times`` requests answered with ``status``, error ``code`` and ``message`` instead of
+  being carried out), ``lose`` (the next ``times`` carried out and their answers lost) and
+  ``garble`` (the next ``times`` carried out and answered with their status, but a multipart
+  body no client can read: every part's status line mangled, as a broken proxy or a service
+  bug would leave a batch's answer; a client cannot tell which parts were done).
 
 A scripted rule takes precedence over the random draw. Sub-requests of a batch are drawn for
 too (by their own operation, e.g. ``delete_blob``): a throttle or a failure becomes that part's
@@ -106,9 +106,10 @@ class Faults:
                 op, times = str(rule["op"]), int(rule.get("times", 1))
                 status = int(rule.get("status", 503))
                 code = str(rule.get("code", "ServerBusy"))
+                message = str(rule.get("message", "injected fault"))
             except (KeyError, TypeError, ValueError) as e:
                 raise FaultError(f"bad fail rule {rule!r}: {e}") from None
-            self._rules.append(_Rule(op, times, Fail(status, code, "injected fault")))
+            self._rules.append(_Rule(op, times, Fail(status, code, message)))
         for kind in (LOSE, GARBLE):
             for rule in spec.get(kind, []):
                 try:

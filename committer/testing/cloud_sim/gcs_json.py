@@ -67,6 +67,7 @@ from xml.sax.saxutils import escape
 
 import orjson
 
+from committer.testing.cloud_sim.gcs_rates import GcsRates, RateRefusal, refusal_message
 from committer.testing.cloud_sim.multipart import (
     MultipartError,
     SubResponse,
@@ -151,17 +152,28 @@ def rfc3339(ts: float) -> str:
 
 
 class GcsError(Exception):
-    def __init__(self, status: int, reason: str, message: str) -> None:
+    def __init__(self, status: int, reason: str, message: str, domain: str = "global") -> None:
         super().__init__(message)
         self.status = status
         self.reason = reason
         self.message = message
+        self.domain = domain
+
+
+class RateRefused(GcsError):
+    """The bucket's rate, or the per-object write limit, refused the request (``gcs_rates``):
+    429 ``usageLimits`` / ``rateLimitExceeded``, no ``Retry-After``, as the service answers."""
+
+    def __init__(self, bucket: str, refusal: RateRefusal) -> None:
+        super().__init__(429, "rateLimitExceeded", refusal_message(bucket, refusal),
+                         "usageLimits")
 
 
 _XML = "Content-Type: application/xml; charset=UTF-8\r\n"
 #: the first path segments of the JSON API (everything else is a bucket of the XML API)
 _JSON_API_ROOTS = frozenset({"storage", "upload", "download", "batch"})
-_XML_CODES = {404: "NoSuchKey", 412: "PreconditionFailed", 401: "AccessDenied"}
+_XML_CODES = {404: "NoSuchKey", 412: "PreconditionFailed", 401: "AccessDenied",
+              429: "SlowDown"}  # 429's code: this simulator's choice
 
 
 def _xml_etag(obj: Obj) -> str:
@@ -211,13 +223,20 @@ class GcsService(Service):
     #: fake-gcs-server, which takes unauthenticated requests)
     bearer_token: str | None = None
 
-    def __init__(self, core: Core, ns: Namespace, *, move: bool) -> None:
+    def __init__(self, core: Core, ns: Namespace, *, move: bool,
+                 rates: GcsRates | None = None) -> None:
         self.core = core
         self.ns = ns
         self.move_enabled = move
         #: resumable upload sessions by upload id
         self._sessions: dict[str, _Session] = {}
-        self._handlers: Mapping[str, Callable[[Request], Reply]] = {
+        #: a cold bucket's rates and the per-object write limit (``gcs_rates.py``); None: the
+        #: account's flat rate alone (``SimOptions.gcs_bucket`` warm)
+        self.rates = rates
+        #: routes under ``/storage/v1/b/{bucket}/<segment>`` other parts of the model add
+        #: (``gcs_folders.py``: folders, operations): ``(request, path parts) -> op or None``
+        self.extensions: dict[str, Callable[[Request, list[str]], str | None]] = {}
+        self._handlers: dict[str, Callable[[Request], Reply]] = {
             "get_bucket": self._get_bucket,
             "create_bucket": self._create_bucket,
             "get_object": self._get_object,
@@ -234,11 +253,19 @@ class GcsService(Service):
             "xml_delete": self._xml_delete,
         }
 
+    def extend(self, segment: str, route: Callable[[Request, list[str]], str | None],
+               handlers: Mapping[str, Callable[[Request], Reply]]) -> None:
+        """Serve ``/storage/v1/b/{bucket}/<segment>...``: ``route`` names the operation of a
+        request there (``None``: none), ``handlers`` carry the operations out."""
+        self.extensions[segment] = route
+        self._handlers.update(handlers)
+
     # -- answers ---------------------------------------------------------------------------
 
-    def error_reply(self, req: Request, status: int, code: str, message: str) -> Reply:
+    def error_reply(self, req: Request, status: int, code: str, message: str,
+                    domain: str = "global") -> Reply:
         body = orjson.dumps({"error": {"code": status, "message": message, "errors": [
-            {"message": message, "domain": "global", "reason": code}]}})
+            {"message": message, "domain": domain, "reason": code}]}})
         return Reply(status, _JSON, body)
 
     def throttled_reply(self, req: Request, retry_after: int) -> Reply:
@@ -254,11 +281,26 @@ class GcsService(Service):
                                                   != f"Bearer {self.bearer_token}"):
                 raise GcsError(401, "required", "Anonymous caller does not have access or "
                                "the bearer token is not the one expected.")
+            if self.rates is not None:
+                refusal = self.rates.admit(op, req.bucket)
+                if refusal is not None:
+                    raise RateRefused(req.bucket, refusal)
             return self._handlers[op](req)
         except GcsError as e:
+            if isinstance(e, RateRefused):
+                self.core.stats.throttled(op, injected=False)
+                self.core.timeline.throttle(self.core.loop.time(), 1)
             if op.startswith("xml_"):
                 return _xml_error(e)
-            return self.error_reply(req, e.status, e.reason, e.message)
+            return self.error_reply(req, e.status, e.reason, e.message, e.domain)
+
+    def _mutating(self, bucket: str, key: str) -> None:
+        """A write of the object ``key`` is about to be carried out: the per-object limit
+        may refuse it (one write a second to one name, ``gcs_rates.py``)."""
+        if self.rates is not None:
+            refusal = self.rates.object_write(bucket, key)
+            if refusal is not None:
+                raise RateRefused(bucket, refusal)
 
     def _resource(self, bucket: str, key: str, obj: Obj) -> dict[str, object]:
         generation = GENERATION_BASE + obj.seq
@@ -321,6 +363,11 @@ class GcsService(Service):
                     req.key = unquote_fast(parts[6])
                     req.sub = (req.bucket, unquote_fast(parts[9]), False)
                     return "move"
+            elif parts[5] in self.extensions:
+                req.bucket = unquote_fast(parts[4])
+                found = self.extensions[parts[5]](req, parts)
+                if found is not None:
+                    return found
         elif len(parts) == 7 and parts[1] == "upload" and parts[2] == "storage" \
                 and parts[3] == "v1" and parts[4] == "b" and parts[6] == "o":
             req.bucket = unquote_fast(parts[5])
@@ -395,24 +442,31 @@ class GcsService(Service):
 
     def _bucket_resource(self, bucket: Bucket) -> bytes:
         created = rfc3339(bucket.created)
-        return orjson.dumps({
+        out: dict[str, object] = {
             "kind": "storage#bucket", "id": bucket.name, "name": bucket.name,
             "projectNumber": "0", "metageneration": "1", "location": "US",
             "storageClass": "STANDARD", "etag": "CAE=", "timeCreated": created,
-            "updated": created, "locationType": "multi-region"})
+            "updated": created, "locationType": "multi-region"}
+        if bucket.hns:  # a bucket with folders needs uniform bucket-level access
+            out["hierarchicalNamespace"] = {"enabled": True}
+            out["iamConfiguration"] = {"uniformBucketLevelAccess": {"enabled": True}}
+        return orjson.dumps(out)
 
     def _get_bucket(self, req: Request) -> Reply:
         return Reply(200, _JSON, self._bucket_resource(self._bucket(req.bucket)))
 
     def _create_bucket(self, req: Request) -> Reply:
         try:
-            name = orjson.loads(req.body).get("name")
+            spec = orjson.loads(req.body)
+            name = spec.get("name")
         except (orjson.JSONDecodeError, AttributeError):
-            name = None
+            spec, name = {}, None
         if not isinstance(name, str) or not name:
             raise GcsError(400, "invalid", "A bucket needs a name: the body is "
                            '{"name": "..."}.')
-        bucket = self.ns.create_bucket(name)
+        hns = spec.get("hierarchicalNamespace")
+        bucket = self.ns.create_bucket(
+            name, hns.get("enabled") is True if isinstance(hns, dict) else None)
         if bucket is None:
             raise GcsError(409, "conflict", "Your previous request to create the named bucket "
                            "succeeded and you already own it.")
@@ -476,9 +530,18 @@ class GcsService(Service):
                                     limit=limit)
         items = []
         prefixes = []
+        # a bucket with folders: a folder is no object; with a delimiter, an empty one is a
+        # prefix only when asked (``includeFoldersAsPrefixes``), as the service lists them
+        empty_folders = bool(delimiter) and q.get("includeFoldersAsPrefixes") == "true"
         for entry in entries:
             if entry.obj is None:
-                prefixes.append(entry.name)
+                if entry.name not in prefixes and (
+                        empty_folders or not bucket.hns or self._holds_objects(
+                            bucket, entry.name)):
+                    prefixes.append(entry.name)
+            elif entry.is_dir:
+                if empty_folders and entry.name + "/" not in prefixes:
+                    prefixes.append(entry.name + "/")
             else:
                 items.append(self._resource(bucket.name, entry.name, entry.obj))
         out: dict[str, object] = {"kind": "storage#objects"}
@@ -489,6 +552,19 @@ class GcsService(Service):
         if items:
             out["items"] = items
         return Reply(200, _JSON, orjson.dumps(out))
+
+    def _holds_objects(self, bucket: Bucket, prefix: str) -> bool:
+        """Whether an object lies below the folder ``prefix`` (a prefix of a bucket with
+        folders that holds only empty folders is listed only when they are asked for)."""
+        pending = [self.ns.find_dir(bucket, prefix.rstrip("/"))]
+        while pending:
+            d = pending.pop()
+            if d is None:
+                continue
+            if d.files:
+                return True
+            pending.extend(d.dirs.values())
+        return False
 
     def _upload(self, req: Request) -> Reply:
         q = req.params(plus=True)
@@ -521,6 +597,7 @@ class GcsService(Service):
         bucket = self._bucket(req.bucket)
         existing = self.ns.get(bucket, name)
         self._preconditions(q, existing)
+        self._mutating(bucket.name, name)
         extra = (Extra(extra_meta, ctype) if extra_meta or ctype else None)
         obj = self.ns.new_file(data, len(data), extra=extra)
         self.ns.put(bucket, name, obj)
@@ -606,6 +683,7 @@ class GcsService(Service):
             raise _not_found(req.bucket, req.key)
         dst_bucket = self._bucket(dst_bucket_name)
         self._preconditions(q, self.ns.get(dst_bucket, dst_key))
+        self._mutating(dst_bucket.name, dst_key)
         sx = source.extra
         extra = (None if sx is None
                  else Extra(dict(sx.metadata) if sx.metadata else None, sx.content_type))
@@ -626,6 +704,7 @@ class GcsService(Service):
             self._preconditions(req.params(plus=True), obj)
         if obj is None:
             raise _not_found(req.bucket, req.key)
+        self._mutating(bucket.name, req.key)
         self.ns.remove(bucket, req.key)
         return Reply(204)
 
@@ -644,6 +723,8 @@ class GcsService(Service):
             raise GcsError(400, "invalid", "The source and destination object names of a "
                            "move must differ.")
         self._preconditions(q, self.ns.get(bucket, dst_key))
+        self._mutating(bucket.name, req.key)
+        self._mutating(bucket.name, dst_key)
         self.ns.remove(bucket, req.key)
         obj = Obj(self.ns.next_seq(), source.size, time.time(), source.sums, source.data,
                   source.extra)
@@ -666,6 +747,7 @@ class GcsService(Service):
         q = {k: v for k, v in conditions.items() if v is not None}
         self._preconditions(q, source, source=True)
         self._preconditions(q, self.ns.get(dst_bucket, req.key))
+        self._mutating(dst_bucket.name, req.key)
         obj = Obj(self.ns.next_seq(), source.size, time.time(), source.sums, source.data,
                   source.extra)
         self.ns.put(dst_bucket, req.key, obj)
@@ -678,6 +760,7 @@ class GcsService(Service):
         bucket = self._bucket(req.bucket)
         if self.ns.get(bucket, req.key) is None:
             raise _not_found(req.bucket, req.key)
+        self._mutating(bucket.name, req.key)
         self.ns.remove(bucket, req.key)
         return Reply(204)
 

@@ -13,6 +13,10 @@ directory rename is one move of a subtree. The tree is the same in both modes; w
 - **hierarchical** (ADLS Gen2): directories are real entries with their own record (etag,
   times, metadata ``hdi_isfolder=true``), created explicitly or as parents of a new path, and
   kept when empty; a name is a file or a directory, never both.
+- a GCS bucket **with a hierarchical namespace** (``Bucket.hns``, in a flat namespace): keys
+  as flat (``a/b`` and a folder ``a/b/`` may both exist, ``dir/`` is an object in folder
+  ``dir/``), but its directories are folders: real, with a record, made as parents of a new
+  key, kept when empty (``gcs_folders.py``).
 
 Records are compact (``__slots__``): a version number ``seq`` (the Azure etag and the GCS
 generation both derive from it), size, modification time, a 20-byte ``sums`` (MD5 then
@@ -214,15 +218,16 @@ class Entry:
 
 
 class Bucket:
-    """A container / filesystem / bucket."""
+    """A container / filesystem / bucket (``hns``: a GCS bucket with folders)."""
 
-    __slots__ = ("created", "name", "root", "seq")
+    __slots__ = ("created", "hns", "name", "root", "seq")
 
-    def __init__(self, name: str, seq: int, created: float) -> None:
+    def __init__(self, name: str, seq: int, created: float, hns: bool = False) -> None:
         self.name = name
         self.root = Dir()
         self.seq = seq
         self.created = created
+        self.hns = hns
 
 
 class Namespace:
@@ -242,6 +247,8 @@ class Namespace:
         #: committed block list of a blob's record, by its ``seq``
         self.blocks: dict[tuple[str, str], dict[str, bytes]] = {}
         self.committed_blocks: dict[int, list[tuple[str, bytes]]] = {}
+        #: GCS: buckets are made with a hierarchical namespace unless asked otherwise
+        self.hns_buckets = False
 
     # -- records ---------------------------------------------------------------------------
 
@@ -269,11 +276,13 @@ class Namespace:
     def bucket(self, name: str) -> Bucket | None:
         return self.buckets.get(name)
 
-    def create_bucket(self, name: str) -> Bucket | None:
-        """The new bucket; ``None`` if it exists."""
+    def create_bucket(self, name: str, hns: bool | None = None) -> Bucket | None:
+        """The new bucket; ``None`` if it exists. ``hns``: with folders (GCS; default
+        ``hns_buckets``)."""
         if name in self.buckets:
             return None
-        bucket = Bucket(name, self.next_seq(), time.time())
+        bucket = Bucket(name, self.next_seq(), time.time(),
+                        self.hns_buckets if hns is None else hns)
         self.buckets[name] = bucket
         return bucket
 
@@ -362,6 +371,7 @@ class Namespace:
         ancestors) when ``create``; ``None`` when missing and not created. On a namespace, a
         file in the way raises :class:`PathConflict`."""
         d = bucket.root
+        real = self.hierarchical or bucket.hns
         for p in parts[:-1]:
             sub = d.dirs.get(p)
             if sub is None:
@@ -369,8 +379,8 @@ class Namespace:
                     raise PathConflict(p)
                 if not create:
                     return None
-                sub = Dir(self.new_dir_record(now) if self.hierarchical else None)
-                if self.hierarchical:
+                sub = Dir(self.new_dir_record(now) if real else None)
+                if real:
                     self.dirs += 1
                 d.dirs[p] = sub
                 d.changed()
@@ -408,7 +418,7 @@ class Namespace:
             return None
         self.files -= 1
         d.listing = None
-        if not self.hierarchical:
+        if not self.hierarchical and not bucket.hns:
             for i in range(len(chain) - 1, 0, -1):
                 if not chain[i].empty():
                     break

@@ -274,6 +274,24 @@ class CloudSim:
         """Drop every bucket, fault and statistic."""
         self._control("POST", "/reset")
 
+    def gcs_rates(self) -> dict[str, Any]:
+        """A cold GCS bucket's model now (``gcs_rates.py``): every bucket's write and read
+        rates, tokens, seconds of growth, served and refused requests."""
+        out: dict[str, Any] = self._json("GET", "/gcs/rates")
+        return out
+
+    def gcs_rate_history(self, bucket: str) -> dict[str, list[list[float]]]:
+        """Each ramp of ``bucket``: ``[time, rate]`` at the end of each second of the model."""
+        out: dict[str, list[list[float]]] = orjson.loads(
+            self._control("GET", "/gcs/rates/history", query={"bucket": bucket}))
+        return out
+
+    def advance_gcs_clock(self, seconds: float) -> float:
+        """Move the GCS rate model's clock on (with ``gcs_manual_clock``, its only motion);
+        returns the model's time."""
+        out = self._json("POST", "/gcs/clock", orjson.dumps({"advance_s": seconds}))
+        return float(out["now"])
+
     def set_faults(self, **spec: Any) -> dict[str, Any]:
         """Arm faults (``faults.py``): ``throttle_rate``, ``lose_rate``, ``ops``,
         ``fail=[{"op", "times", "status", "code"}]``, ``lose=[{"op", "times"}]``,

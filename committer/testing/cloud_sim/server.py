@@ -13,10 +13,12 @@ faults armed for its operation are drawn (a scripted failure or an injected thro
 instead of carrying it out); then the account's token bucket is asked for its tokens (too few:
 the throttled answer, nothing done); then it is carried out, at once; and the answer (success
 or error) is rendered then and written after the latency model's delay (answers due in the
-same millisecond share one timer: :class:`DelayWheel`). A lost answer is the connection aborted
-at that moment instead. The control API's requests take none of this:
-answered at once, never counted, throttled or delayed. An exception inside a handler becomes a
-500 naming the request; the server keeps serving.
+same millisecond share one timer: :class:`DelayWheel`), and, when the service has a rate it
+works at (``SimOptions.serve_rate``), after those ahead of it in its queue: a latency that
+rises with the load, as an emulator's or a busy service's does (:class:`WorkQueue`). A lost
+answer is the connection aborted at that moment instead. The control API's requests take none
+of this: answered at once, never counted, throttled or delayed. An exception inside a
+handler becomes a 500 naming the request; the server keeps serving.
 """
 
 from __future__ import annotations
@@ -36,7 +38,8 @@ from committer.testing.cloud_sim.throttle import TokenBucket
 from committer.testing.cloud_sim.timeline import Timeline
 
 __all__ = ["Core", "DelayWheel", "HttpProtocol", "Refusal", "Reply", "Request", "Service",
-           "http_date", "http_date_of", "new_event_loop", "reason_of", "unquote_fast"]
+           "WorkQueue", "http_date", "http_date_of", "new_event_loop", "reason_of",
+           "unquote_fast"]
 
 MAX_HEAD = 64 * 1024
 _REASONS = {
@@ -227,18 +230,41 @@ class Service:
         raise NotImplementedError
 
 
+class WorkQueue:
+    """A service that works through ``rate`` operations a second, one after another: a request
+    carried out waits for those ahead of it, then for its own operations (a batch's
+    sub-requests each count), so its latency rises with what is in flight, as on a service
+    bound by its own CPU (Azurite, fake-gcs-server) or a front end under load. Its work is
+    done at once as always; only the answer waits."""
+
+    __slots__ = ("free_at", "rate")
+
+    def __init__(self, rate: float) -> None:
+        if rate <= 0:
+            raise ValueError("the service's rate must be positive")
+        self.rate = float(rate)
+        self.free_at = 0.0  # when the operations queued so far are done
+
+    def wait(self, cost: int, now: float) -> float:
+        """Seconds until a request of ``cost`` operations arriving ``now`` is worked off."""
+        start = now if now > self.free_at else self.free_at
+        self.free_at = start + cost / self.rate
+        return self.free_at - now
+
+
 class Core:
     """What every data request shares: the latency model, the throttle, faults, statistics
     and the timeline."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, latency: Latency,
                  bucket: TokenBucket | None, faults: Faults, *,
-                 retry_after_s: int | None = None) -> None:
+                 retry_after_s: int | None = None, queue: WorkQueue | None = None) -> None:
         self.loop = loop
         self.latency = latency
         self.bucket = bucket
         self.faults = faults
         self.retry_after_s = retry_after_s
+        self.queue = queue
         self.stats = Stats()
         self.timeline = Timeline(loop.time())
         self.wheel = DelayWheel(loop)
@@ -444,10 +470,12 @@ class HttpProtocol(asyncio.Protocol):
         stats.ops += cost
         stats.bytes_in += nbytes
         core.timeline.arrive(now, cost)
+        worked = False  # carried out (not refused by the throttle or a fault)
         if routed:
             if core.guarded:
-                reply, lose = self._guarded(req, op, cost, now)
+                reply, lose, worked = self._guarded(req, op, cost, now)
             else:
+                worked = True
                 try:
                     reply = service.execute(req, op)
                 except Exception as e:
@@ -457,15 +485,18 @@ class HttpProtocol(asyncio.Protocol):
         counts[key] = counts.get(key, 0) + 1
         payload = reply.render(close)
         delay = core.latency.draw() if cost == 1 else core.latency.draw_slowest(cost)
+        if worked and core.queue is not None:
+            delay += core.queue.wait(cost, now)
         if delay > 0.0:
             self.busy = True
             core.wheel.add(now + delay, (self, payload, close, lose, cost))
         else:
             self._finish(payload, close, lose, cost, now)
 
-    def _guarded(self, req: Request, op: str, cost: int, now: float) -> tuple[Reply, bool]:
-        """Faults armed, or a throttle: what the request gets (``True``: carried out and
-        its answer to be lost)."""
+    def _guarded(self, req: Request, op: str, cost: int, now: float
+                 ) -> tuple[Reply, bool, bool]:
+        """Faults armed, or a throttle: what the request gets, whether it was carried out
+        and its answer is to be lost, and whether it was carried out at all."""
         core = self.core
         service = self.service
         stats = core.stats
@@ -474,14 +505,15 @@ class HttpProtocol(asyncio.Protocol):
         if drawn is THROTTLE:
             stats.throttled(op, injected=True)
             core.timeline.throttle(now, cost)
-            return service.throttled_reply(req, core.retry_after(cost, now)), False
+            return service.throttled_reply(req, core.retry_after(cost, now)), False, False
         if isinstance(drawn, Fail):
             stats.failed_injected += 1
-            return service.error_reply(req, drawn.status, drawn.code, drawn.message), False
+            return (service.error_reply(req, drawn.status, drawn.code, drawn.message), False,
+                    False)
         if bucket is not None and not bucket.take(cost, now):
             stats.throttled(op, injected=False)
             core.timeline.throttle(now, cost)
-            return service.throttled_reply(req, core.retry_after(cost, now)), False
+            return service.throttled_reply(req, core.retry_after(cost, now)), False, False
         try:
             reply = service.execute(req, op)
         except Exception as e:
@@ -489,7 +521,7 @@ class HttpProtocol(asyncio.Protocol):
         if drawn is GARBLE:
             reply = Reply(reply.status, reply.head, garbled(reply.body), reason=reply.reason,
                           length=reply.length)
-        return reply, drawn is LOSE
+        return reply, drawn is LOSE, True
 
     def _finish(self, payload: bytes, close: bool, lose: bool, cost: int, now: float) -> None:
         core = self.core

@@ -78,6 +78,9 @@ class Stats:
         user, system = process_cpu()
         user0, system0 = self._cpu0
         by_op: dict[str, int] = {}
+        requests_by_op: dict[str, int] = {}  # a batch one request, its parts not counted
+        for (op, _), n in self.counts.items():
+            requests_by_op[op] = requests_by_op.get(op, 0) + n
         by_status: dict[int, int] = {}
         by_op_status: dict[str, dict[str, int]] = {}
         lost_by_op: dict[str, int] = {}
@@ -95,7 +98,7 @@ class Stats:
         return {
             "window_s": round(time.monotonic() - self._t0, 6),
             "requests": self.requests, "ops": self.ops,
-            "by_op": by_op,
+            "by_op": by_op, "requests_by_op": dict(sorted(requests_by_op.items())),
             "by_status": {str(k): v for k, v in sorted(by_status.items())},
             "by_op_status": by_op_status,
             "sub_by_status": {str(k): v for k, v in sorted(sub_by_status.items())},

@@ -1,10 +1,13 @@
-"""A job on the simulated account (Data Lake, flat Blob or GCS) whose commit is SIGKILLed at a
-chosen moment of a chosen stage, and the destination's states it must end in (test harness only).
+"""A job on the simulated account (Data Lake, flat Blob, GCS, or a GCS bucket with a hierarchical
+namespace) whose commit is SIGKILLed at a chosen moment of a chosen stage, and the destination's
+states it must end in (test harness only).
 
 The job (``benchmarks/cloud_scale/job.py``: sources and manifests put straight into the
 account) is a dynamic partition overwrite of a table that already holds data: a partition the
 job replaces (``p=0000``, moved aside and, after a rollback, restored), a partition it does not
-touch, a file at the top, and the previous job's ``_SUCCESS``. The committing process is a
+touch, a file at the top, and the previous job's ``_SUCCESS``. On the hierarchical namespace
+path (``gcs-hns``) each task writes a partition of its own, so that the commit moves each
+directory whole with one folder rename, the replaced partition too. The committing process is a
 child of a fork server (``cloud_crash_child.py``) that reports its stages over a pipe; the test
 kills it with SIGKILL at a point drawn within one stage of the uninterrupted commit (a number of
 that stage's items done, or the end of the stage before one that reports no progress), where
@@ -12,7 +15,8 @@ the child stops and waits for it: a point in the commit's work, not a moment of 
 
 A snapshot lists everything below the table as the account reports it (every object with its
 size and identity: the etag on Data Lake, whose rename keeps it, else the MD5 a copy keeps;
-directories on Data Lake; the zero-byte directory markers of the flat stores), without the
+directories on Data Lake, folders on a GCS bucket with a hierarchical namespace; the zero-byte
+directory markers of the flat stores), without the
 job's own directory and the lock's leases; ``_SUCCESS`` is reduced to whose it is, the history
 to the job ids it records. "Exactly committed" is the uninterrupted commit's snapshot with this
 run's identities; "exactly before" is the snapshot taken before the commit started.
@@ -99,18 +103,25 @@ class ChildRun:
         return out
 
 
+#: the paths, and the simulator's service each runs on
+PATHS = {"adls": "adls", "blob": "blob", "gcs": "gcs", "gcs-hns": "gcs"}
+
+
 class CloudCrash:
-    """The job on one simulated account, staged afresh for each run."""
+    """The job on one simulated account, staged afresh for each run. ``service`` is the path
+    (``PATHS``); on ``gcs-hns`` every task owns its partition (``owned``)."""
 
     def __init__(self, sim: CloudSim, service: str, files: int, tasks: int,
                  partitions: int) -> None:
         self.sim = sim
         self.service = service
+        self.api = PATHS[service]
+        self.owned = service == "gcs-hns"
         self.files, self.tasks, self.partitions = files, tasks, partitions
         storage = sim.trusted_options
         #: the engine's defaults: what a user who names nothing but the account gets
         self.config_values: dict[str, Any] = {"storage_options": storage}
-        scheme = "gs" if service == "gcs" else "abfs"
+        scheme = "gs" if self.api == "gcs" else "abfs"
         self.dest = f"{scheme}://{BUCKET}/{TABLE}"
 
     def config(self) -> CommitterConfig:
@@ -128,8 +139,8 @@ class CloudCrash:
             [{"bucket": BUCKET, "key": f"{TABLE}/{rel}",
               "data_b64": base64.b64encode(data).decode("ascii")}
              for rel, data in [*EXISTING.items(), ("_SUCCESS", PREVIOUS_SUCCESS)]])
-        job = generate(self.sim, self.service, self.files, self.tasks, self.partitions, JOB,
-                       self.config(), table=TABLE)
+        job = generate(self.sim, self.api, self.files, self.tasks, self.partitions, JOB,
+                       self.config(), table=TABLE, owned=self.owned)
         return Prepared(job, self.snapshot())
 
     # -- the committing process ---------------------------------------------------------------
@@ -166,7 +177,7 @@ class CloudCrash:
     # -- what the account holds ------------------------------------------------------------------
 
     def _identity(self, obj: Mapping[str, Any]) -> str:
-        if self.service == "adls":
+        if self.api == "adls":
             return str(obj["etag"]).strip('"')
         md5 = obj.get("md5")
         return "md5:" + base64.b64decode(md5).hex() if md5 else "no-md5"

@@ -1,5 +1,6 @@
 """SIGKILL of a job commit on the simulated account, on every cloud path (Data Lake, flat Blob,
-GCS), then ``resume`` and ``rollback``.
+GCS, and a GCS bucket with a hierarchical namespace whose tasks own their partitions: each moved
+by one folder rename), then ``resume`` and ``rollback``.
 
 The committing process is a real separate process, killed at a point drawn within one stage of
 the uninterrupted commit (loading, moving the replaced partition aside, directories, renames,
@@ -15,7 +16,8 @@ fourth progress report, if it gets that far) and runs the same command again. A 
 runs resumes and rollbacks with the account throttling 5% of answers and losing 1%.
 
 ``CLOUD_CRASH_POINTS`` kill points per path (the suite runs 3), ``CLOUD_CRASH_FILES`` files
-(the suite 5,000); ``make test-crash-cloud`` runs 100 points of 20,000 files per path.
+(the suite 5,000); ``make test-crash-cloud`` runs 100 points of 20,000 files per path
+(``CLOUD_CRASH_SERVICES`` says which).
 ``CLOUD_CRASH_JSON`` names a file to append each run's figures to (one JSON line per run).
 """
 
@@ -38,7 +40,7 @@ from tests.committer.job.cloud_crash_child import KillPoint
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(4 * 3600)]
 
-SERVICES = ("adls", "blob", "gcs")
+SERVICES = tuple(cc.PATHS)
 #: the account: a latency tail, and a rate it throttles above (its 503s are part of the test)
 LATENCY_MS, P99_MS, OPS_LIMIT = 2.0, 20.0, 20_000
 #: a killed resume or rollback dies at one of its first this many progress reports
@@ -60,8 +62,10 @@ def crash(request: pytest.FixtureRequest) -> Iterator[tuple[cc.CloudCrash, cc.Sn
     stages, and how many items each reported)."""
     service = str(request.param)
     files = _files()
-    with start_cloud_sim(service=service, latency_ms=LATENCY_MS, p99_ms=P99_MS,
-                         ops_limit=OPS_LIMIT, seed=11) as sim:
+    # a bucket with a hierarchical namespace offers the objects move API too
+    hns = service == "gcs-hns"
+    with start_cloud_sim(service=cc.PATHS[service], latency_ms=LATENCY_MS, p99_ms=P99_MS,
+                         ops_limit=OPS_LIMIT, seed=11, gcs_hns=hns, gcs_move=hns) as sim:
         crash = cc.CloudCrash(sim, service, files, max(1, files // 100), 20)
         prepared = crash.prepare()
         run = crash.run_child("commit", prepared)

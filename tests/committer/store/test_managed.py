@@ -507,13 +507,15 @@ class _AccountStore(LocalStore):
     account_rate_limited = True
 
 
-def test_the_static_cap_defaults_to_10000_a_second_on_cloud_stores_only() -> None:
+def test_the_static_cap_defaults_to_20000_a_second_on_cloud_stores_only() -> None:
+    """The smallest standard Azure account's rate (Microsoft's scalability targets: 20,000
+    requests a second, 40,000 in the large regions); the adaptive limit paces below it."""
     from committer.config import DEFAULT_CLOUD_RATE_LIMIT
 
-    assert DEFAULT_CLOUD_RATE_LIMIT == 10_000
+    assert DEFAULT_CLOUD_RATE_LIMIT == 20_000
     cloud = ManagedStore(_AccountStore(), CommitterConfig())
-    assert cloud.rate_limit == 10_000 and cloud.limiter is not None
-    assert cloud.limiter.rate == 10_000
+    assert cloud.rate_limit == 20_000 and cloud.limiter is not None
+    assert cloud.limiter.rate == 20_000
     # set: that cap, or none at all with 0
     assert ManagedStore(_AccountStore(), CommitterConfig(io_rate_limit=50)).rate_limit == 50
     assert ManagedStore(_AccountStore(), CommitterConfig(io_rate_limit=0)).limiter is None

@@ -21,11 +21,11 @@ from committer.store import ManagedStore, open_backend, open_store
 from committer.store._aio import SMALL_COMMIT
 from committer.store.azure import AzureStore
 from committer.store.base import FileStatus, Store
-from committer.store.http.hedge import BURST, SHARE
+from committer.store.http.hedge import SHARE
 from committer.task import TaskAttemptCommitter
 from committer.task.attempt import task_ids
 from committer.testing.cloud_sim import CloudSim, start_cloud_sim
-from tests.committer.helpers import fast_config
+from tests.committer.helpers import fast_config, pin_strain
 
 Entry = tuple[str, str, int, str | None]
 FILES = {"year=2026/part-0 a b.parquet": b"zero", "year=2026/part-1 %3A#.parquet": b"one",
@@ -143,6 +143,7 @@ def test_reads_in_the_latency_tail_are_hedged_and_answered_right(service: str) -
     which answer first; every read still gets its own object's answer."""
     with start_cloud_sim(service=service, latency_ms=5.0, p99_ms=200.0, seed=7) as sim:
         store = open_backend(f"{sim.scheme}://any", sim.storage_options)
+        pin_strain(store)  # a busy machine's own lag must not stop the races counted here
         try:
             root = f"{sim.scheme}://h{uuid.uuid4().hex[:8]}"
             paths = [f"{root}/f{i}" for i in range(8)]
@@ -155,7 +156,7 @@ def test_reads_in_the_latency_tail_are_hedged_and_answered_right(service: str) -
             store.close()
     assert sizes == [n % 8 + 1 for n in range(600)]
     assert hedger.delay is not None and hedger.requests >= 600
-    assert 1 <= hedger.hedged <= SHARE * hedger.requests + BURST
+    assert 1 <= hedger.hedged <= SHARE * hedger.sent
     assert hedger.won <= hedger.hedged
 
 
@@ -167,6 +168,7 @@ def _sources_on_a_slow_account(service: str, files: int, seed: int
     store has seen enough answers to know its tail."""
     with start_cloud_sim(service=service, latency_ms=5.0, p99_ms=200.0, seed=seed) as sim:
         store = open_store(f"{sim.scheme}://any", fast_config(storage_options=sim.storage_options))
+        pin_strain(store)  # a busy machine's own lag must not stop the races counted here
         try:
             root = f"{sim.scheme}://r{uuid.uuid4().hex[:8]}"
             store.mkdirs(root + "/out")
@@ -423,6 +425,7 @@ def test_a_small_flat_tree_is_deleted_one_request_each_a_large_one_in_batches(
     goes in batches. Everything below the tree goes either way, nothing beside it."""
     with start_cloud_sim(service=service, latency_ms=1.0, p99_ms=5.0, seed=11) as sim:
         store = open_backend(f"{sim.scheme}://any", sim.storage_options)
+        pin_strain(store)  # not strained: a busy machine's own lag would read as if slowed
         try:
             root = f"{sim.scheme}://t{uuid.uuid4().hex[:8]}"
             store.write_bytes(f"{root}/beside", b"kept")

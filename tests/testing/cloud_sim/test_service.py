@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from committer.testing.cloud_sim import CloudSim, CloudSimError, SimOptions
+from committer.testing.cloud_sim.server import WorkQueue
 from tests.testing.cloud_sim.client import Client, blob_path, gcs_object
 
 # -- control API -------------------------------------------------------------------------------
@@ -66,6 +67,7 @@ def test_stats_and_timeline(blob: CloudSim) -> None:
     stats = blob.stats()
     assert stats["requests"] == 4 and stats["ops"] == 4
     assert stats["by_op"] == {"create_container": 1, "get_blob_properties": 3}
+    assert stats["requests_by_op"] == stats["by_op"]
     assert stats["by_op_status"]["get_blob_properties"] == {"404": 3}
     assert stats["by_status"] == {"201": 1, "404": 3}
     assert stats["cpu"]["total_s"] > 0 and stats["memory_kib"]["peak_rss"] > 10_000
@@ -215,6 +217,36 @@ def test_latency_median_and_effect_on_arrival() -> None:
     assert not thread.is_alive() and len(done) == 1 and not isinstance(done[0], int)
 
 
+def test_a_service_with_a_rate_answers_each_request_after_those_ahead_of_it() -> None:
+    """``serve_rate``: a latency that rises with the load. Three requests on a service
+    working through 5 operations a second: each answered a fifth of a second after it came at
+    the soonest, the last no sooner than three fifths after the first came (however late the
+    others were sent)."""
+    queue = WorkQueue(5.0)
+    assert [round(queue.wait(1, 10.0), 3) for _ in range(3)] == [0.2, 0.4, 0.6]
+    assert round(queue.wait(2, 10.5), 3) == 0.5  # after the others, two operations more
+    assert round(queue.wait(1, 20.0), 3) == 0.2  # idle meanwhile: no queue
+    with CloudSim(service="gcs", latency_ms=0, serve_rate=5.0) as sim:
+        c = Client(sim.ports["gcs"], sign=False)
+        assert c.request("POST", "/storage/v1/b", body=b'{"name":"b"}').status == 200
+        spans: list[tuple[float, float]] = []
+
+        def one() -> None:
+            t = time.perf_counter()
+            assert Client(sim.ports["gcs"], sign=False).request(
+                "GET", "/storage/v1/b/b").status == 200
+            spans.append((t, time.perf_counter()))
+
+        time.sleep(0.3)  # the bucket's creation worked off
+        threads = [threading.Thread(target=one) for _ in range(3)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert min(end - start for start, end in spans) >= 0.19
+        assert max(end for _, end in spans) - min(start for start, _ in spans) >= 0.59
+
+
 # -- faults ------------------------------------------------------------------------------------
 
 
@@ -337,7 +369,7 @@ def test_stops_at_the_end_of_its_stdin_and_on_sigterm() -> None:
 
 def test_options_are_checked() -> None:
     for bad in ({"service": "s3"}, {"latency_ms": 10, "p99_ms": 5}, {"ops_limit": -1},
-                {"burst_s": 0}):
+                {"burst_s": 0}, {"serve_rate": -1}):
         with pytest.raises(ValueError):
             SimOptions(**bad)
     out = subprocess.run([sys.executable, "-m", "committer.testing.cloud_sim", "--p99-ms", "1"],

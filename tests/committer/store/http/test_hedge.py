@@ -14,7 +14,6 @@ import pytest
 
 from committer.store.http import hedge
 from committer.store.http.hedge import (
-    BURST,
     EARLY_MEDIAN_SAMPLES,
     EARLY_MEDIANS,
     EARLY_S,
@@ -63,6 +62,7 @@ class _Service:
 def _hedger(delay: float | None, limit: AdaptiveLimit | None = None) -> Hedger:
     hedger = Hedger(limit or AdaptiveLimit(100))
     hedger.delay = delay
+    hedger.sent = 1_000  # as if the store had sent that many: a budget for a few copies
     return hedger
 
 
@@ -132,17 +132,23 @@ def test_no_copy_without_a_free_place_in_the_limit() -> None:
     assert service.sent == 1 and hedger.hedged == 0
 
 
-def test_copies_stay_a_small_share_of_the_requests() -> None:
-    hedger = _hedger(0.001)
+def test_copies_stay_within_their_share_of_the_requests_sent() -> None:
+    # every request slower than the delay: each would be raced, the budget allows a twentieth
+    hedger = Hedger(AdaptiveLimit(1000))
+    hedger.delay = 0.001
     service = _Service([0.005] * 1000)
 
+    async def one() -> Response:
+        hedger.sent += 1  # the store counts each request it sends
+        return await hedger.request(service.send(), _never_refused)
+
     async def main() -> None:
-        await asyncio.gather(*(hedger.request(service.send(), _never_refused)
-                               for _ in range(200)))
+        await asyncio.gather(*(one() for _ in range(400)))
 
     run_virtual(main())
-    assert hedger.requests == 200
-    assert 1 <= hedger.hedged <= SHARE * 200 + BURST
+    assert hedger.requests == hedger.sent == 400
+    assert 1 <= hedger.hedged <= SHARE * 400
+    assert hedger.won + hedger.wasted == hedger.hedged
 
 
 def test_a_request_refused_a_copy_gets_one_once_a_place_is_free() -> None:
@@ -193,6 +199,7 @@ def test_before_the_estimate_a_slow_request_is_raced_after_the_early_delay() -> 
     slow is given as many medians of them."""
     limit = AdaptiveLimit(100)
     hedger = Hedger(limit)
+    hedger.sent = 100
     assert hedger.delay is None
     assert hedger.delay_for(1) == EARLY_S and hedger.delay_for(100) is None
     service = _Service([5.0, 0.01])
@@ -330,3 +337,109 @@ def test_a_proof_that_takes_too_long_leaves_the_first_answer(
     response = run_virtual(asyncio.wait_for(
         hedger.request(service.send(), _never_refused, race.settles), 2.0))
     assert response.header("x-request") == "0" and not race.proven(response)
+
+
+# -- races on a budget ---------------------------------------------------------------------------
+
+
+def test_the_budget_is_a_share_of_the_requests_sent() -> None:
+    hedger = Hedger(AdaptiveLimit(100))
+    assert not hedger.budget_left()  # nothing sent: no copy
+    hedger.sent = int(1 / SHARE) - 1
+    assert not hedger.budget_left()
+    hedger.sent += 1
+    assert hedger.budget_left()  # the first copy once 1 / SHARE requests went
+    hedger.hedged = 1
+    assert not hedger.budget_left()
+    hedger.sent = int(2 / SHARE)
+    assert hedger.budget_left()
+
+
+def test_a_commit_begins_with_its_own_latencies_and_budget() -> None:
+    hedger = Hedger(AdaptiveLimit(100))
+    for _ in range(MIN_SAMPLES * 2):
+        hedger._observe(0.3)
+    hedger.sent, hedger.requests, hedger.hedged, hedger.won, hedger.wasted = 500, 400, 9, 4, 5
+    assert hedger.delay == pytest.approx(0.3)
+    hedger.begin()
+    assert hedger.delay is None and hedger.delay_for(1) == EARLY_S
+    assert (hedger.sent, hedger.requests, hedger.hedged, hedger.won, hedger.wasted) == (
+        0, 0, 0, 0, 0)
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 50.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _refusing(limit: AdaptiveLimit) -> None:
+    """The service refused a request just now (``limit.strained`` for a second)."""
+    limit.clock = _Clock()
+    limit.strain.refused(limit.clock())
+
+
+class _Held:
+    """A request that answers only when told to (``answer``); copies of it answer at once."""
+
+    def __init__(self) -> None:
+        self.sent = 0
+        self.gate = asyncio.Event()
+
+    def send(self) -> Callable[[], Coroutine[Any, Any, Response]]:
+        async def one() -> Response:
+            n = self.sent
+            self.sent += 1
+            if n == 0:
+                await self.gate.wait()
+            return Response(200, "", {"x-request": str(n)}, b"")
+        return one
+
+
+def test_no_race_while_the_service_is_strained() -> None:
+    """A request slower than its delay, while the service refuses: sent alone, no copy, its
+    own answer awaited however long it takes."""
+    limit = AdaptiveLimit(100)
+    _refusing(limit)
+    hedger = _hedger(0.001, limit)
+    service = _Held()
+
+    async def main() -> Response:
+        task = asyncio.ensure_future(hedger.request(service.send(), _never_refused))
+        await asyncio.sleep(0.05)  # fifty times the delay: a copy would have gone by now
+        assert service.sent == 1
+        service.gate.set()
+        return await task
+
+    response = run_virtual(asyncio.wait_for(main(), 5.0))
+    assert response.header("x-request") == "0"
+    assert (hedger.requests, hedger.hedged, hedger.won, hedger.wasted) == (1, 0, 0, 0)
+
+
+def test_a_race_waiting_for_its_copy_gives_it_up_once_the_service_is_strained() -> None:
+    limit = AdaptiveLimit(100)
+    hedger = _hedger(0.02, limit)
+    service = _Held()
+
+    async def main() -> Response:
+        task = asyncio.ensure_future(hedger.request(service.send(), _never_refused))
+        await asyncio.sleep(0.001)  # sent, its delay not yet over
+        _refusing(limit)
+        await asyncio.sleep(0.1)  # five delays: the race is given up, not tried again
+        assert service.sent == 1
+        service.gate.set()
+        return await task
+
+    response = run_virtual(asyncio.wait_for(main(), 5.0))
+    assert response.header("x-request") == "0" and hedger.hedged == 0
+
+
+def test_each_copy_is_counted_won_or_wasted() -> None:
+    hedger = _hedger(0.01)
+    run_virtual(asyncio.wait_for(hedger.request(_Service([5.0, 0.01]).send(),
+                                                _never_refused), 2.0))
+    run_virtual(asyncio.wait_for(hedger.request(_Service([0.05, 5.0]).send(),
+                                                _never_refused), 2.0))
+    assert (hedger.hedged, hedger.won, hedger.wasted) == (2, 1, 1)
