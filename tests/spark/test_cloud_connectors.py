@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from committer.config import DEFAULT_CLOUD_RATE_LIMIT
 from committer.job.durability.interrupted import interrupted_commits
 from committer.testing.cloud_sim import CloudSim
 from manifest_schema import TaskManifest
@@ -102,7 +103,7 @@ def _summary(store: CloudTarget, uri: str) -> dict[str, Any]:
         assert diagnostics["store.rate.limit"] == AZURE_RATE_LIMIT
         assert diagnostics["store.rate.limit.configured"] == AZURE_RATE_LIMIT
     else:  # nothing set: a cloud store's default cap
-        assert diagnostics["store.rate.limit"] == "10000"
+        assert diagnostics["store.rate.limit"] == str(DEFAULT_CLOUD_RATE_LIMIT)
         assert diagnostics["store.rate.limit.configured"] == "unset"
     assert not [k for k in store.objects(store.key(uri)) if "/_temporary/" in k]
     return doc
