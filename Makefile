@@ -27,7 +27,7 @@ JAR_INPUTS := committer/spark/build.py committer/spark/jarbuild.py \
 	committer/spark/jvm/spark-lines.json \
 	$(wildcard committer/spark/jvm/src/manifestcommitter/spark/*.java)
 
-.PHONY: setup setup-python setup-spark35 jvm-artifacts jvm-artifacts-spark35 test test-core test-spark test-fast test-loaded test-spark35 test-pythons test-pythons-ci test-crash-scale test-crash-cloud lint bench bench-emulators bench-spark \
+.PHONY: setup setup-python setup-spark35 jvm-artifacts jvm-artifacts-spark35 test test-core test-core-slow test-spark test-fuzz-scale test-fast test-loaded test-spark35 test-pythons test-pythons-ci test-crash-scale test-crash-cloud lint bench bench-emulators bench-spark \
 	demo jar wheel clean
 
 # pip byte-compiles what it installs one file at a time: half the time of an install from a warm
@@ -94,12 +94,15 @@ setup-python: $(STAMP) $(JAR_STAMP)
 
 setup: setup-python $(NPM_STAMP) jvm-artifacts
 
-# The whole suite (what .ci/run calls), in four parts run two at a time, each part's wall time
-# printed as it ends: one part alone kept 0.7 of a CPU busy (most of its time waits on JVMs,
-# emulators and the processes it kills), so two share the two-core machine CI runs on. The
+# The whole suite (what .ci/run calls), in five parts run three at a time, each part's wall time
+# printed as it ends: the suite run as one part kept 0.69 of a CPU busy (1,036 s of CPU in
+# 1,512 s; most of its time waits on JVMs, emulators, latencies and the processes it kills), so
+# three share the two-core machine CI runs on. The
 # environments, jars and the release wheel are made first, one after another (two installs
-# would build the same C modules in place at once). A part that fails fails `make test`.
-# - test-core: every test outside tests/spark, on this environment (Python 3.11, pyspark 4.3);
+# would build the same C modules in place at once). A part that fails fails `make test`, after
+# the other parts ran (-k: every failure of the run is reported).
+# - test-core-slow, test-core: every test outside tests/spark, on this environment (Python 3.11,
+#   pyspark 4.3): the slow ones (crash, fuzz and property tests at scale), then the others;
 # - test-spark: tests/spark on Spark 4.3;
 # - test-spark35: the Spark suite's share on Spark 3.5 (below);
 # - test-pythons-ci: the release wheel on Python 3.10 and 3.12 (below).
@@ -107,16 +110,27 @@ setup: setup-python $(NPM_STAMP) jvm-artifacts
 # kill points per variant in the suite, to keep the suite's time bounded; `make test-crash-scale`
 # runs the hundred per variant its docs report.
 SCALE_CRASH_POINTS ?= 8
-TEST_PARTS := test-core test-spark test-spark35 test-pythons-ci
+# The connection fuzz at scale draws this many examples in the suite (`make test-fuzz-scale`:
+# 480, about 13,000 answers).
+FUZZ_SCALE_EXAMPLES ?= 160
+# Longest first: `make -j` starts them in this order.
+TEST_PARTS := test-core-slow test-core test-spark test-spark35 test-pythons-ci
 # $(call timed,COMMAND): runs it, then prints the target's wall time and exit status
 timed = start=$$(date +%s); $(1); status=$$?; \
 	echo "== $@: exit $$status after $$(( $$(date +%s) - start )) s"; exit $$status
 # (PARTS_READY: the parts' set-up is done; each part run alone makes its own.)
 test: setup setup-spark35 wheel
-	@$(call timed,$(MAKE) --no-print-directory -j2 --output-sync=target PARTS_READY=1 $(TEST_PARTS))
+	@$(call timed,$(MAKE) --no-print-directory -j3 -k --output-sync=target PARTS_READY=1 $(TEST_PARTS))
 
 test-core: $(if $(PARTS_READY),,setup)
-	@$(call timed,SCALE_CRASH_POINTS=$(SCALE_CRASH_POINTS) $(PYTHON) -m pytest -q --ignore=tests/spark)
+	@$(call timed,$(PYTHON) -m pytest -q -m "not slow" --ignore=tests/spark)
+
+test-core-slow: $(if $(PARTS_READY),,setup)
+	@$(call timed,SCALE_CRASH_POINTS=$(SCALE_CRASH_POINTS) FUZZ_SCALE_EXAMPLES=$(FUZZ_SCALE_EXAMPLES) \
+		$(PYTHON) -m pytest -q -m slow --ignore=tests/spark)
+
+test-fuzz-scale: setup
+	$(PYTHON) -m pytest -q -s tests/committer/store/http/test_connection_fuzz.py -k at_scale
 
 test-spark: $(if $(PARTS_READY),,setup)
 	@$(call timed,$(PYTHON) -m pytest -q tests/spark)
