@@ -222,6 +222,10 @@ def run_pytest(python: Path, tree: Path, args: list[str], label: str,
                outcome: Outcome) -> bool:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["PATH"] = f"{python.parent}{os.pathsep}{env.get('PATH', '')}"
+    # the installed package finds no node_modules beside it: Azurite is the checkout's
+    azurite = REPO / "node_modules" / ".bin" / "azurite-blob"
+    if azurite.exists():
+        env.setdefault("AZURITE_BLOB_BIN", str(azurite))
     # a bound for a hang: the fast suite took over an hour beside four others on a busy machine
     done = _run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", *args], 4 * 3600,
                 cwd=tree, env=env)

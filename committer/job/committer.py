@@ -305,8 +305,8 @@ class JobCommitter:
                                             else str(self.config.io_rate_limit)),
             "stage": stage,
         }
-        concurrency = getattr(self.store.backend, "concurrency", None)
-        if isinstance(concurrency, int):
+        concurrency = self.store.calls_at_once()  # a cloud backend's requests in flight
+        if concurrency > 0:
             diagnostics["store.concurrency"] = str(concurrency)
         if plan is not None:
             diagnostics["tasks"] = str(len(plan.tasks))
