@@ -3,6 +3,8 @@ committing process's loop is saturated (``committer/store/fanout.py``), on the A
 
 from __future__ import annotations
 
+import shlex
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -161,11 +163,19 @@ def test_a_worker_dies_with_the_committing_process(account: AdlsStub) -> None:
             lane.process.kill()
 
 
-def test_a_worker_told_the_tail_begins_races_its_renames_tail() -> None:
+def test_a_worker_told_the_tail_begins_races_its_renames_tail(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A large commit races only its last renames (``tail_begins``): a worker process is told
     so by a frame of its own, and from then on a slow rename gets a copy (a worker never
-    learns the commit's size: before the frame it races none)."""
+    learns the commit's size: before the frame it races none). The worker's service is never
+    strained (``unstrained_worker.py``): on a loaded machine it would be, and race nothing."""
     from committer.testing.cloud_sim import start_cloud_sim
+
+    # the lane starts `<sys.executable> -m committer.store.fanout_worker`: this one instead
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} "
+                      "-m tests.committer.store.unstrained_worker\n")
+    python.chmod(0o755)
 
     with start_cloud_sim(service="adls", latency_ms=20, p99_ms=200, seed=5) as sim:
         location = "abfs://c"
@@ -181,7 +191,9 @@ def test_a_worker_told_the_tail_begins_races_its_renames_tail() -> None:
                 for i, (src, found) in enumerate(zip(sources, store.stat_many(sources),
                                                      strict=True)) if found is not None]
             assert len(entries) == len(sources)
-            lane = fanout._ProcessLane(location, config)
+            with monkeypatch.context() as patch:
+                patch.setattr(sys, "executable", str(python))
+                lane = fanout._ProcessLane(location, config)
             try:
                 sent = []
                 # the tail's 400: each slower than the early delay (0.1 s), later than the
