@@ -5,6 +5,7 @@ and the report and plot come out."""
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,10 @@ import pytest
 
 from benchmarks import cloud_peers
 from benchmarks.cloud_peers import hadoop
+
+# obstore has no build for Python 3.10 (pyproject.toml installs it from 3.11 on): its row is
+# left out there, the others still run
+OBSTORE = importlib.util.find_spec("obstore") is not None
 
 
 def _args(tmp_path: Path, service: str, rows: str) -> argparse.Namespace:
@@ -25,11 +30,12 @@ def _args(tmp_path: Path, service: str, rows: str) -> argparse.Namespace:
 
 def test_the_engine_and_the_python_clients_each_leave_the_destination_exact(
         tmp_path: Path) -> None:
-    args = _args(tmp_path, "blob", "engine,engine-account-rate,fsspec,obstore")
+    args = _args(tmp_path, "blob", "engine,engine-account-rate,fsspec" + (",obstore" * OBSTORE))
     args.ops_limit = 50_000.0  # high enough not to throttle: the tuned engine's cap
     result = cloud_peers.run(args)
     saved = json.loads((tmp_path / "peers.json").read_text())
-    assert list(saved["rows"]) == ["engine", "engine-account-rate", "fsspec-bulk", "obstore"]
+    assert list(saved["rows"]) == ["engine", "engine-account-rate", "fsspec-bulk",
+                                   *(["obstore"] * OBSTORE)]
     for name, row in saved["rows"].items():
         assert "error" not in row, (name, row.get("error"))
         assert row["destination_exact"], (name, row["examples"])
@@ -45,11 +51,13 @@ def test_the_engine_and_the_python_clients_each_leave_the_destination_exact(
     assert all("vs_engine_account_rate" in row for row in saved["rows"].values())
     assert saved["rows"]["engine"]["stages"]  # the engine's stage timings, for the timeline
     text = cloud_peers.report(result)
-    assert "fsspec-bulk" in text and "obstore" in text and "machine bound" in text
+    assert "fsspec-bulk" in text and "machine bound" in text
+    assert ("obstore" in text) == OBSTORE
     assert "engine-account-rate's" in text
     assert list(tmp_path.glob("cloud_peers_blob_200.png"))
 
 
+@pytest.mark.skipif(not OBSTORE, reason="obstore has no build for this Python (3.11+)")
 def test_obstore_runs_with_the_retries_it_is_given(tmp_path: Path) -> None:
     """``--obstore-retries``: obstore's own retries gave up on a throttled Blob Batch at a
     million files; the row says which it ran with."""
