@@ -77,7 +77,12 @@ import uuid
 import xml.etree.ElementTree as ET
 from xml.sax.saxutils import escape
 
-from committer.testing.cloud_sim.azure_common import AzureError, AzureService, etag_of
+from committer.testing.cloud_sim.azure_common import (
+    AzureError,
+    AzureService,
+    etag_of,
+    ranged_reply,
+)
 from committer.testing.cloud_sim.multipart import (
     MultipartError,
     SubResponse,
@@ -381,19 +386,7 @@ class BlobService(AzureService):
         head = self.base(req) + self._blob_head(obj)
         data = obj.content()
         spec = req.headers.get("x-ms-range") or req.headers.get("range")
-        if not spec:
-            return Reply(200, head, data)
-        first_text, _, last_text = spec.removeprefix("bytes=").partition("-")
-        try:
-            first = int(first_text)
-            last = min(int(last_text), len(data) - 1) if last_text else len(data) - 1
-        except ValueError:
-            raise AzureError(400, "InvalidRange", f"The range {spec!r} is invalid.") from None
-        if first >= len(data):
-            raise AzureError(416, "InvalidRange", "The range specified is invalid for the "
-                             "current size of the resource.")
-        return Reply(206, head + f"Content-Range: bytes {first}-{last}/{len(data)}\r\n",
-                     data[first:last + 1])
+        return ranged_reply(head, data, spec)
 
     def _put_blob(self, req: Request) -> Reply:
         bucket = self.container(req.bucket)

@@ -53,6 +53,24 @@ class AzureError(Exception):
         self.message = message
 
 
+def ranged_reply(head: str, data: bytes, spec: str | None) -> Reply:
+    """A read's answer: the whole of ``data`` (200), or the ``bytes=first-[last]`` range
+    ``spec`` asks for (206, with its Content-Range), as Blob and Data Lake reads answer."""
+    if not spec:
+        return Reply(200, head, data)
+    first_text, _, last_text = spec.removeprefix("bytes=").partition("-")
+    try:
+        first = int(first_text)
+        last = min(int(last_text), len(data) - 1) if last_text else len(data) - 1
+    except ValueError:
+        raise AzureError(400, "InvalidRange", f"The range {spec!r} is invalid.") from None
+    if first >= len(data):
+        raise AzureError(416, "InvalidRange", "The range specified is invalid for the "
+                         "current size of the resource.")
+    return Reply(206, head + f"Content-Range: bytes {first}-{last}/{len(data)}\r\n",
+                 data[first:last + 1])
+
+
 def etag_of(obj: Obj) -> str:
     """The quoted etag of a record version."""
     return f'"0x8DE{obj.seq:013X}"'

@@ -34,7 +34,12 @@ import base64
 import json
 import time
 
-from committer.testing.cloud_sim.azure_common import AzureError, AzureService, etag_of
+from committer.testing.cloud_sim.azure_common import (
+    AzureError,
+    AzureService,
+    etag_of,
+    ranged_reply,
+)
 from committer.testing.cloud_sim.namespace import (
     Bucket,
     Dir,
@@ -398,19 +403,7 @@ class DfsService(AzureService):
             head += f"Content-MD5: {base64.b64encode(found.sums[:16]).decode()}\r\n"
         data = found.content()
         spec = req.headers.get("range") or req.headers.get("x-ms-range")
-        if not spec:
-            return Reply(200, head, data)
-        first_text, _, last_text = spec.removeprefix("bytes=").partition("-")
-        try:
-            first = int(first_text)
-            last = min(int(last_text), len(data) - 1) if last_text else len(data) - 1
-        except ValueError:
-            raise AzureError(400, "InvalidRange", f"The range {spec!r} is invalid.") from None
-        if first >= len(data):
-            raise AzureError(416, "InvalidRange", "The range specified is invalid for the "
-                             "current size of the resource.")
-        return Reply(206, head + f"Content-Range: bytes {first}-{last}/{len(data)}\r\n",
-                     data[first:last + 1])
+        return ranged_reply(head, data, spec)
 
     def _list(self, req: Request) -> Reply:
         ns = self.ns
