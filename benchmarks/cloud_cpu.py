@@ -104,7 +104,8 @@ def _run_trial(job: dict[str, Any], code: Path | None) -> dict[str, Any]:
     return run_script(Path(__file__).resolve(), job, 3600, code=code or ROOT)
 
 
-def _check(job: dict[str, Any]) -> None:
+def check_destination(job: dict[str, Any]) -> None:
+    """Every file of ``job`` at its destination (the trial checked the summary's count)."""
     from committer.config import CommitterConfig
     from committer.store import open_store
 
@@ -129,7 +130,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 with _service(kind) as (scheme, options):
                     job = _prepare(scheme, options, args.tasks, args.files_per_task)
                     trial = _run_trial(job, code)
-                    _check(job)
+                    check_destination(job)
                 per_file = trial["cpu_s"] / job["files"] * 1000
                 runs.append({"service": kind, "code": label, "repeat": rep + 1,
                              "files": job["files"], "per_file_ms": per_file, **trial})

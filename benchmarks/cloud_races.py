@@ -153,25 +153,13 @@ def _prepare(scheme: str, options: dict[str, Any], tasks: int, per_task: int
             "files": tasks * per_task}
 
 
-def _check(job: dict[str, Any]) -> None:
-    """Every file at its destination (the trial checked the summary's count)."""
-    from committer.config import CommitterConfig
-    from committer.store import open_store
-
-    with open_store(job["dest"], CommitterConfig(storage_options=job["options"])) as store:
-        found = [s for s in store.walk_files(job["dest"])
-                 if not s.path.rsplit("/", 1)[-1].startswith("_")
-                 and "/_manifest_committer/" not in s.path]
-    if len(found) != job["files"]:
-        raise RuntimeError(f"{job['dest']} holds {len(found)} files, expected {job['files']}")
-
-
 def _load() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
 def _one(service: str, args: argparse.Namespace, code: Path, seed: int) -> dict[str, Any]:
     """One trial: a fresh service, the job prepared, committed by ``code``, checked."""
+    from benchmarks.cloud_cpu import check_destination
     from benchmarks.common import run_script
 
     with _service(service, args, seed) as (scheme, options, sim, pid):
@@ -183,7 +171,7 @@ def _one(service: str, args: argparse.Namespace, code: Path, seed: int) -> dict[
         trial = run_script(Path(__file__).resolve(), job, 3600, code=code)
         load1, (cpu1, wait1) = _load(), _service_cpu(pid)
         served = sim.stats() if sim is not None else None
-        _check(job)
+        check_destination(job)
     out: dict[str, Any] = {**trial, "files": job["files"], "seed": seed if sim else None,
                            "load_before": load0, "load_after": load1,
                            "service_cpu_s": round(cpu1 - cpu0, 3),
