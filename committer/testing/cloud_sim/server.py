@@ -489,7 +489,10 @@ class HttpProtocol(asyncio.Protocol):
             delay += core.queue.wait(cost, now)
         if delay > 0.0:
             self.busy = True
-            core.wheel.add(now + delay, (self, payload, close, lose, cost))
+            # due by the fine clock: uvloop's loop.time() is libuv's millisecond clock, which
+            # lags time.monotonic() by up to a millisecond, and an answer due by it can leave
+            # that much before the model's delay has passed
+            core.wheel.add(time.monotonic() + delay, (self, payload, close, lose, cost))
         else:
             self._finish(payload, close, lose, cost, now)
 
@@ -567,7 +570,9 @@ class DelayWheel:
     """Delayed answers grouped by the millisecond they are due in: one timer per millisecond
     that has any (not one per answer, which costs several microseconds each), the answers of
     a millisecond sent in the order they were decided. An answer is sent in the first
-    millisecond tick at or after its time (up to 1 ms late)."""
+    millisecond tick after its time (up to 1 ms late), never before it: ``when`` is on
+    ``time.monotonic()``, which the loop's clock (the same clock, read coarsely) never
+    runs ahead of."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
