@@ -290,7 +290,10 @@ def _listening(pid: int) -> list[tuple[str, int]]:
     """The (address, port) of every TCP socket ``pid`` listens on (from /proc)."""
     inodes = set()
     for fd in Path(f"/proc/{pid}/fd").iterdir():
-        target = os.readlink(fd)
+        try:
+            target = os.readlink(fd)
+        except FileNotFoundError:  # closed since it was listed (a connection ending): not
+            continue  # a listening socket, which lives as long as the process
         if target.startswith("socket:["):
             inodes.add(target[8:-1])
     out = []
