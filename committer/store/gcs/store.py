@@ -325,6 +325,14 @@ class GcsStore(GcsFolders):
         return out
 
 
+# google-api-core warns at import on Python 3.10 that Google no longer updates it there: the
+# Spark platform chose that Python, not the user, and the committer supports it, so the warning
+# would be noise on every command and driver log. Only that warning; set once, before gcsfs
+# (which imports google-api-core) is imported by open_gcs.
+warnings.filterwarnings("ignore", message="You are using a non-supported Python version",
+                        category=FutureWarning, module=r"google\.api_core\.")
+
+
 def _is_google_endpoint(endpoint: str | None) -> bool:
     if not endpoint:
         return True
@@ -337,11 +345,6 @@ def open_gcs(location: str, options: Mapping[str, Any]) -> GcsStore:
     # Belt and braces against the extended filesystem's gRPC probe (see the module doc), for
     # any code in this process that later builds a gcsfs filesystem through fsspec.
     os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
-    # google-api-core warns at import on Python 3.10 that Google no longer updates it there:
-    # the Spark platform chose that Python, not the user, and the committer supports it, so
-    # the warning would be noise on every command and driver log. Only that warning.
-    warnings.filterwarnings("ignore", message="You are using a non-supported Python version",
-                            category=FutureWarning, module=r"google\.api_core\.")
     from gcsfs.core import GCSFileSystem
 
     opts = dict(options)
