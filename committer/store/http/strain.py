@@ -32,17 +32,11 @@ __all__ = ["Strain"]
 WINDOW = 32
 SLOWED_WINDOWS = 2
 #: a window is slowed when its fastest answer took longer than this many times the floor
-#: (the fastest window's fastest) plus this much. Under the simulated account's latency
+#: (the fastest window's fastest) plus this much: under the simulated account's latency
 #: (median 20 ms, p99 200 ms, independent of the load) the fastest of 32 answers is a few
-#: milliseconds. A burst is not a slowed service: a small commit's thousand requests,
-#: written at once, wait for the client's loop and the simulator's process, and put the
-#: fastest of a window at 17-27 ms over a floor of 2 ms on a loaded machine; with 8 ms here
-#: that sent the renames into batches, each as slow as its slowest part (issue #44: 1,000
-#: files 1.77 s, not 1.27). A service slowed by a queue is far above it: Azurite's fastest of
-#: a window was 170 ms within its first second of a 2,000-file commit, then 600-800 ms;
-#: fake-gcs-server's over a second.
+#: milliseconds, and above 11 ms about once in 60,000 windows
 SLOWED_FACTOR = 2.0
-SLOWED_MIN_S = 0.05
+SLOWED_MIN_S = 0.008
 #: how long after a throttled answer the service still counts as refusing (a refused request
 #: is told to come back after a second or more)
 REFUSING_S = 1.0
