@@ -12,10 +12,16 @@ Rows (``--rows``, all by default):
 - ``engine-account-rate``: the same, its static cap (``io.rate.limit``) set to the account's
   limit (``--ops-limit``) instead of the default 20,000/s (``cloud-scale --rate-limit``): the
   engine tuned for the account, to set beside Hadoop tuned;
-- ``hadoop-defaults`` / ``hadoop-tuned``: Hadoop's ManifestCommitter's job commit on a Java
-  ``FileSystem`` with the same service model (``hadoop.py``: ``run_hadoop_peer``, given the
-  service: on flat Blob and GCS a rename costs a copy and a delete); left out, with the
-  reason, while that module is absent;
+- ``hadoop-defaults`` / ``hadoop-tuned``: Spark's binding for Hadoop's committers
+  (spark-hadoop-cloud's ``PathOutputCommitProtocol``) committing with Hadoop's
+  ManifestCommitter through the real connector, hadoop-azure's ABFS (Data Lake; flat Blob
+  through its Blob client) or Google's GCS connector, over HTTP against this run's simulated
+  account (``connectors.py``): Hadoop's defaults (32 io threads, ``fs.azure.io.rate.limit``
+  1,000/s) or tuned (256 threads, no rate limit). On gcs the connector renames by the objects
+  move API: the rows need ``--gcs-move`` (the account then offers it to every row);
+- ``hadoop-model-defaults`` / ``hadoop-model-tuned`` (only when named): the same committer
+  on a Java ``FileSystem`` carrying a model of the service into the JVM, no HTTP
+  (``hadoop.py``: ``run_hadoop_peer``);
 - ``fsspec-bulk`` / ``fsspec-pool``: adlfs (adls, blob) or gcsfs (gcs), the job's renames as a
   user would write them without a committer (``clients.py``): one ``mv`` of the lists, or a
   thread pool of single ``mv`` calls (``--fsspec-forms``; ``bulk`` by default, the faster);
@@ -24,7 +30,7 @@ Rows (``--rows``, all by default):
   serves for it); with obstore's own retries, or ``--obstore-retries N`` (its defaults gave up
   on a throttled Blob Batch at a million files).
 
-Every simulator row starts from the same account: the simulator is reset (``POST /reset``), the
+Every simulator row (all but the model's) starts from the same account: the simulator is reset (``POST /reset``), the
 job is put into it again (``cloud_scale/job.py``: manifests and content-less sources), its
 statistics are reset, the row runs in a child process (so its CPU is its own: ``getrusage`` in
 that child), then the account is read back: every destination file must exist with its size
@@ -56,7 +62,11 @@ from benchmarks.common import ROOT, markdown_table, plot_lines, run_script
 NAME = "cloud-peers"
 TITLE = "Job commit against its peers on a simulated account (Hadoop, fsspec, obstore)"
 SERVICES = ("adls", "blob", "gcs")
-ROWS = ("engine", "engine-account-rate", "hadoop-defaults", "hadoop-tuned", "fsspec", "obstore")
+ROWS = ("engine", "engine-account-rate", "hadoop-defaults", "hadoop-tuned",
+        "hadoop-model-defaults", "hadoop-model-tuned", "fsspec", "obstore")
+#: what ``--rows`` runs unless told: the model FileSystem's rows only on request
+DEFAULT_ROWS = ("engine", "engine-account-rate", "hadoop-defaults", "hadoop-tuned", "fsspec",
+                "obstore")
 FSSPEC_FORMS = ("bulk", "pool")
 #: the issue's targets: the engine's wall at least this many times faster than the row's
 TARGETS = {"hadoop-defaults": 5.0, "hadoop-tuned": 1.5, "fsspec-bulk": 3.0,
@@ -75,7 +85,10 @@ def add_arguments(parser: argparse._ArgumentGroup) -> None:
     parser.add_argument("--p99-ms", type=float, default=200.0)
     parser.add_argument("--ops-limit", type=float, default=20_000,
                         help="requests per second the simulated account serves (0: no limit)")
-    parser.add_argument("--rows", default=",".join(ROWS),
+    parser.add_argument("--gcs-move", action="store_true",
+                        help="gcs: the account serves the objects move API (the real "
+                             "service has it; every row may use it)")
+    parser.add_argument("--rows", default=",".join(DEFAULT_ROWS),
                         help=f"which rows, comma-separated, of {', '.join(ROWS)}")
     parser.add_argument("--fsspec-forms", default="bulk",
                         help="fsspec forms, comma-separated: bulk (one mv of the lists), pool "
@@ -181,6 +194,7 @@ def _sim_row(sim: Any, args: argparse.Namespace, tasks: int, row: str) -> dict[s
     stats = sim.stats()
     throttled = stats["throttled"]["bucket"] + stats["throttled"]["injected"]
     out.update(requests=stats["ops"] - throttled, throttled=throttled,
+               requests_by_op=stats.get("by_op", {}),
                service_cpu_s=stats["cpu"]["total_s"], **_verify(sim, job, pairs))
     return out
 
@@ -197,6 +211,33 @@ def _how(row: str, args: argparse.Namespace) -> str:
                else f"max_retries {args.obstore_retries}, retry_timeout 10 min")
     return (f"obstore: copy_async gathered under a semaphore of {args.obstore_concurrency}, "
             f"then {deletes}; {retries}")
+
+
+def _connector_row(sim: Any, args: argparse.Namespace, tasks: int, tuned: bool
+                   ) -> dict[str, Any]:
+    from benchmarks.cloud_peers.connectors import run_connector_peer
+    from benchmarks.cloud_scale.job import SimJob
+
+    if args.service == "gcs" and not getattr(args, "gcs_move", False):
+        # the GCS connector renames by the objects move API and fails without it
+        return {"skipped": "the GCS connector renames with the objects move API, which the "
+                           "real service has: run with --gcs-move"}
+    with tempfile.TemporaryDirectory(prefix="cloud-peers-connector-") as work:
+        out = run_connector_peer(sim, args.service, args.files, tasks, args.partitions,
+                                 tuned, Path(work))
+    job = out.pop("job")
+    # the same check as every other row's: the destination's keys, no source left
+    check = SimJob(args.service, f"{'gs' if args.service == 'gcs' else 'abfs'}://data/table",
+                   job.job_id, {}, job.files, job.expected)
+    out.update(_verify(sim, check, job.pairs))
+    if out.get("success_marker") is not True:
+        out["destination_exact"] = False
+    connector = ("the GCS connector" if args.service == "gcs" else
+                 "hadoop-azure ABFS, " + ("Data Lake" if args.service == "adls"
+                                          else "its Blob client"))
+    out["how"] = (f"Spark's PathOutputCommitProtocol, {out['committer_factory'].rsplit('.', 1)[-1]}"
+                  f" (Hadoop's ManifestCommitter) through {connector}, {out['configuration']}")
+    return out
 
 
 def _hadoop_row(args: argparse.Namespace, tasks: int, tuned: bool) -> dict[str, Any]:
@@ -244,14 +285,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rows: dict[str, dict[str, Any]] = {}
     with start_cloud_sim(service=args.service, latency_ms=args.latency_ms,
                          p99_ms=args.p99_ms if args.latency_ms else 0.0,
-                         ops_limit=args.ops_limit, seed=21) as sim:
+                         ops_limit=args.ops_limit, seed=21,
+                         gcs_move=bool(getattr(args, "gcs_move", False))) as sim:
         for name in names:
             print(f"cloud-peers {args.service} {args.files:,}: {name}", flush=True)
             load = os.getloadavg()[0]  # the machine is shared: each row says how busy it was
             t0 = time.perf_counter()
             try:
-                if name.startswith("hadoop-"):
-                    row = _hadoop_row(args, tasks, tuned=name == "hadoop-tuned")
+                if name.startswith("hadoop-model-"):
+                    row = _hadoop_row(args, tasks, tuned=name == "hadoop-model-tuned")
+                elif name.startswith("hadoop-"):
+                    row = _connector_row(sim, args, tasks, tuned=name == "hadoop-tuned")
                 else:
                     row = _sim_row(sim, args, tasks, name)
             except Exception as e:  # a peer that cannot run is reported, not fatal
@@ -263,7 +307,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     n = cpus()
     engine_wall = rows.get("engine", {}).get("wall_s")
     tuned_wall = rows.get("engine-account-rate", {}).get("wall_s")
-    for row in rows.values():
+    for name, row in rows.items():
         wall = row.get("wall_s")
         if not wall:
             continue
@@ -275,6 +319,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         account = (row.get("requests") or 0) / args.ops_limit if args.ops_limit else 0.0
         bound, term = machine_bound(account, float(row.get("cpu_s") or 0.0),
                                     float(row.get("service_cpu_s") or 0.0), n)
+        if name.startswith("hadoop"):  # the committing process is a JVM
+            term = term.replace("engine", "JVM")
         row.update(account_bound_s=account, machine_bound_s=bound, machine_bound_term=term)
     result = {"service": args.service, "files": args.files, "tasks": tasks,
               "partitions": args.partitions, "latency_ms": args.latency_ms,
