@@ -30,10 +30,12 @@ Rows (``--rows``, all by default):
   serves for it); with obstore's own retries, or ``--obstore-retries N`` (its defaults gave up
   on a throttled Blob Batch at a million files).
 
-Every simulator row (all but the model's) starts from the same account: the simulator is reset (``POST /reset``), the
-job is put into it again (``cloud_scale/job.py``: manifests and content-less sources), its
-statistics are reset, the row runs in a child process (so its CPU is its own: ``getrusage`` in
-that child), then the account is read back: every destination file must exist with its size
+Every simulator row (all but the model's) starts from the same account: the simulator is
+reset (``POST /reset``), the job is put into it again (``cloud_scale/job.py``: manifests and
+content-less sources; for the Hadoop rows the same files in Hadoop's layout and manifests,
+``connectors.py``), its statistics are reset, the row runs in a child process (so its CPU is
+its own: ``getrusage`` in that child, the JVM's process CPU for the Hadoop rows), then the
+account is read back: every destination file must exist with its size
 and no source may be left (``destination_exact``). Per row: wall, files/s, ``requests`` (served
 by the account), ``throttled``, ``cpu_s`` (the committing process), the simulator's CPU, the
 machine's bound (``cloud_scale/bound.py``: which of the account, the committing process's CPU

@@ -77,9 +77,9 @@ def test_unknown_rows_are_refused_by_name(tmp_path: Path) -> None:
         raise AssertionError("an unknown row was accepted")
 
 
-def test_the_hadoop_rows_are_given_the_service(tmp_path: Path,
+def test_the_model_rows_are_given_the_service(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """The Hadoop rows charge the requests of the run's service (a copy and a delete per
+    """The model FileSystem's rows charge the requests of the run's service (a copy and a delete per
     rename on gcs), so the suite passes its ``--service`` on."""
     seen: list[dict[str, Any]] = []
 
@@ -89,9 +89,9 @@ def test_the_hadoop_rows_are_given_the_service(tmp_path: Path,
                 "configuration": "test"}
 
     monkeypatch.setattr(hadoop, "run_hadoop_peer", fake)
-    result = cloud_peers.run(_args(tmp_path, "gcs", "hadoop-defaults,hadoop-tuned"))
+    result = cloud_peers.run(_args(tmp_path, "gcs", "hadoop-model-defaults,hadoop-model-tuned"))
     assert seen == [{"service": "gcs", "tuned": False}, {"service": "gcs", "tuned": True}]
-    assert "copy then a delete" in result["rows"]["hadoop-tuned"]["how"]
+    assert "copy then a delete" in result["rows"]["hadoop-model-tuned"]["how"]
 
 
 def test_a_failed_row_is_reported_by_the_line_naming_its_exception() -> None:
