@@ -102,6 +102,9 @@ def add_arguments(parser: argparse._ArgumentGroup) -> None:
     parser.add_argument("--obstore-retries", type=int, default=None,
                         help="obstore's RetryConfig max_retries, with a 10-minute "
                              "retry_timeout (default: obstore's own)")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="run the rows this many times, each pass in the other order "
+                             "(alternated); a row's ratios are to the engine of its pass")
     parser.add_argument("--json", type=Path, default=None, help="also write the result here")
 
 
@@ -289,8 +292,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                          p99_ms=args.p99_ms if args.latency_ms else 0.0,
                          ops_limit=args.ops_limit, seed=21,
                          gcs_move=bool(getattr(args, "gcs_move", False))) as sim:
-        for name in names:
-            print(f"cloud-peers {args.service} {args.files:,}: {name}", flush=True)
+        runs = [(name, "" if k == 1 else f" #{k}")
+                for k in range(1, max(1, getattr(args, "repeats", 1)) + 1)
+                for name in (names if k % 2 else names[::-1])]  # alternated
+        for name, suffix in runs:
+            print(f"cloud-peers {args.service} {args.files:,}: {name}{suffix}", flush=True)
             load = os.getloadavg()[0]  # the machine is shared: each row says how busy it was
             t0 = time.perf_counter()
             try:
@@ -305,11 +311,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                        "traceback": traceback.format_exc()[-3000:]}
             row["row_s"] = time.perf_counter() - t0
             row["load_1m"] = [round(load, 2), round(os.getloadavg()[0], 2)]
-            rows[name] = row
+            rows[name + suffix] = row
     n = cpus()
-    engine_wall = rows.get("engine", {}).get("wall_s")
-    tuned_wall = rows.get("engine-account-rate", {}).get("wall_s")
-    for name, row in rows.items():
+    for key, row in rows.items():
+        name, _, run = key.partition(" #")
+        suffix = f" #{run}" if run else ""
+        # each ratio against the engine's rows of the same pass
+        engine_wall = rows.get("engine" + suffix, {}).get("wall_s")
+        tuned_wall = rows.get("engine-account-rate" + suffix, {}).get("wall_s")
         wall = row.get("wall_s")
         if not wall:
             continue
@@ -323,23 +332,41 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                     float(row.get("service_cpu_s") or 0.0), n)
         if name.startswith("hadoop"):  # the committing process is a JVM
             term = term.replace("engine", "JVM")
-        row.update(account_bound_s=account, machine_bound_s=bound, machine_bound_term=term)
+        row.update(account_bound_s=account, machine_bound_s=bound, machine_bound_term=term,
+                   held_by=_held_by(wall, bound, term))
     result = {"service": args.service, "files": args.files, "tasks": tasks,
               "partitions": args.partitions, "latency_ms": args.latency_ms,
               "p99_ms": args.p99_ms, "ops_limit": args.ops_limit, "cpus": n, "rows": rows,
               "targets": _targets(args.service, rows),
+              "targets_by_pass": [_targets(args.service, rows, "" if k == 1 else f" #{k}")
+                                  for k in range(1, max(1, getattr(args, "repeats", 1)) + 1)],
               "plot_dir": str(args.out) if getattr(args, "out", None) else None}
     if args.json is not None:
         args.json.write_text(json.dumps(result, indent=1))
     return result
 
 
-def _targets(service: str, rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+#: a row whose wall is within this factor of its machine bound is held by that bound
+_NEAR_BOUND = 1.5
+
+
+def _held_by(wall: float, bound: float, term: str) -> str:
+    """What held a row back: its machine bound's term (the account, the committing process's
+    CPU, or that and the simulator's) when the wall is near it, else the chain of round trips
+    its concurrency allows (requests waiting on the latency, not on a resource)."""
+    if bound > 0 and wall <= _NEAR_BOUND * bound:
+        return term
+    return (f"latency chain ({wall / bound:.1f}x its machine bound, {term})" if bound > 0
+            else "latency chain")
+
+
+def _targets(service: str, rows: dict[str, dict[str, Any]], suffix: str = ""
+             ) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for name, want in TARGETS.items():
         if name == "obstore" and service not in OBSTORE_TARGET_SERVICES:
             continue
-        got = rows.get(name, {}).get("vs_engine")
+        got = rows.get(name + suffix, {}).get("vs_engine")
         if got is not None:
             out[name] = {"at_least": want, "measured": got, "met": got >= want}
     return out
@@ -392,14 +419,14 @@ def report(result: dict[str, Any]) -> str:
     for name, row in result["rows"].items():
         if "wall_s" not in row or row.get("wall_s") is None:
             why = row.get("skipped") or "FAILED: " + _last_line(str(row.get("error")))
-            table.append([name, why.replace("|", "/"), *[""] * 10])
+            table.append([name, why.replace("|", "/"), *[""] * 11])
             continue
         exact = row.get("destination_exact")
         table.append([
             name, f"{row['wall_s']:.1f}", f"{row['files_per_s']:,.0f}",
             f"{row.get('requests', 0):,}", f"{row.get('throttled', 0):,}",
             f"{row.get('cpu_s', 0):.1f}", f"{row.get('service_cpu_s', 0):.1f}",
-            f"{row['machine_bound_s']:.1f} ({row['machine_bound_term']})",
+            f"{row['machine_bound_s']:.1f}", row["held_by"],
             f"{row['vs_engine']:.2f}" if "vs_engine" in row else "",
             f"{row['vs_engine_account_rate']:.2f}" if "vs_engine_account_rate" in row else "",
             "yes" if exact else ("not reported" if exact is None else "NO"),
@@ -407,7 +434,7 @@ def report(result: dict[str, Any]) -> str:
         ])
     lines.append(markdown_table(
         ["row", "wall s", "files/s", "requests", "throttled", "CPU s (committer)",
-         "simulator CPU s", "machine bound s (held by)", "wall / engine's",
+         "simulator CPU s", "machine bound s", "held by", "wall / engine's",
          "wall / engine-account-rate's",
          "destination exact", "load before / after"], table))
     lines.append("")
@@ -418,6 +445,20 @@ def report(result: dict[str, Any]) -> str:
         lines.append("Targets (engine at least N times faster): " + "; ".join(
             f"{name} {t['at_least']}x: {t['measured']:.2f}x "
             f"{'met' if t['met'] else 'MISSED'}" for name, t in targets.items()))
+    passes = result.get("targets_by_pass") or []
+    if len(passes) > 1:
+        for k, pass_targets in enumerate(passes, 1):
+            lines.append(f"- pass {k}: " + "; ".join(
+                f"{name} {t['measured']:.2f}x {'met' if t['met'] else 'MISSED'}"
+                for name, t in pass_targets.items()))
+    lines.append("")
+    lines.append("What held each row back, and the requests the account served by operation:")
+    lines.append("")
+    for name, row in result["rows"].items():
+        if row.get("held_by"):
+            ops = ", ".join(f"{op} {n:,}" for op, n in
+                            sorted((row.get("requests_by_op") or {}).items()))
+            lines.append(f"- {name}: {row['held_by']}; {ops}")
     missed = [n for n, t in targets.items() if not t["met"]]
     if missed:
         for name in ["engine"] + [n for n in missed if n.startswith("hadoop")]:
