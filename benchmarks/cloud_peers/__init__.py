@@ -19,9 +19,6 @@ Rows (``--rows``, all by default):
   account (``connectors.py``): Hadoop's defaults (32 io threads, ``fs.azure.io.rate.limit``
   1,000/s) or tuned (256 threads, no rate limit). On gcs the connector renames by the objects
   move API: the rows need ``--gcs-move`` (the account then offers it to every row);
-- ``hadoop-model-defaults`` / ``hadoop-model-tuned`` (only when named): the same committer
-  on a Java ``FileSystem`` carrying a model of the service into the JVM, no HTTP
-  (``hadoop.py``: ``run_hadoop_peer``);
 - ``fsspec-bulk`` / ``fsspec-pool``: adlfs (adls, blob) or gcsfs (gcs), the job's renames as a
   user would write them without a committer (``clients.py``): one ``mv`` of the lists, or a
   thread pool of single ``mv`` calls (``--fsspec-forms``; ``bulk`` by default, the faster);
@@ -30,7 +27,7 @@ Rows (``--rows``, all by default):
   serves for it); with obstore's own retries, or ``--obstore-retries N`` (its defaults gave up
   on a throttled Blob Batch at a million files).
 
-Every simulator row (all but the model's) starts from the same account: the simulator is
+Every row starts from the same account: the simulator is
 reset (``POST /reset``), the job is put into it again (``cloud_scale/job.py``: manifests and
 content-less sources; for the Hadoop rows the same files in Hadoop's layout and manifests,
 ``connectors.py``), its statistics are reset, the row runs in a child process (so its CPU is
@@ -48,7 +45,6 @@ load average before and after the row (the figures of a shared machine need it).
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import re
@@ -64,11 +60,7 @@ from benchmarks.common import ROOT, markdown_table, plot_lines, run_script
 NAME = "cloud-peers"
 TITLE = "Job commit against its peers on a simulated account (Hadoop, fsspec, obstore)"
 SERVICES = ("adls", "blob", "gcs")
-ROWS = ("engine", "engine-account-rate", "hadoop-defaults", "hadoop-tuned",
-        "hadoop-model-defaults", "hadoop-model-tuned", "fsspec", "obstore")
-#: what ``--rows`` runs unless told: the model FileSystem's rows only on request
-DEFAULT_ROWS = ("engine", "engine-account-rate", "hadoop-defaults", "hadoop-tuned", "fsspec",
-                "obstore")
+ROWS = ("engine", "engine-account-rate", "hadoop-defaults", "hadoop-tuned", "fsspec", "obstore")
 FSSPEC_FORMS = ("bulk", "pool")
 #: the issue's targets: the engine's wall at least this many times faster than the row's
 TARGETS = {"hadoop-defaults": 5.0, "hadoop-tuned": 1.5, "fsspec-bulk": 3.0,
@@ -90,7 +82,7 @@ def add_arguments(parser: argparse._ArgumentGroup) -> None:
     parser.add_argument("--gcs-move", action="store_true",
                         help="gcs: the account serves the objects move API (the real "
                              "service has it; every row may use it)")
-    parser.add_argument("--rows", default=",".join(DEFAULT_ROWS),
+    parser.add_argument("--rows", default=",".join(ROWS),
                         help=f"which rows, comma-separated, of {', '.join(ROWS)}")
     parser.add_argument("--fsspec-forms", default="bulk",
                         help="fsspec forms, comma-separated: bulk (one mv of the lists), pool "
@@ -245,27 +237,6 @@ def _connector_row(sim: Any, args: argparse.Namespace, tasks: int, tuned: bool
     return out
 
 
-def _hadoop_row(args: argparse.Namespace, tasks: int, tuned: bool) -> dict[str, Any]:
-    try:
-        hadoop = importlib.import_module("benchmarks.cloud_peers.hadoop")
-    except ModuleNotFoundError as e:
-        if e.name != "benchmarks.cloud_peers.hadoop":
-            raise
-        return {"skipped": "benchmarks/cloud_peers/hadoop.py is not there yet"}
-    with tempfile.TemporaryDirectory(prefix="cloud-peers-hadoop-") as work:
-        got: dict[str, Any] = dict(hadoop.run_hadoop_peer(
-            args.files, tasks, args.partitions, args.latency_ms, args.p99_ms,
-            int(args.ops_limit), tuned, Path(work), service=args.service))
-    out = dict(got)
-    out.setdefault("wall_s", got.get("wall"))
-    out.setdefault("cpu_s", got.get("cpu", got.get("process_cpu_s")))
-    out.setdefault("service_cpu_s", 0.0)  # the service model runs inside the JVM
-    out.setdefault("how", f"Hadoop ManifestCommitter job commit ({got.get('configuration')}), "
-                   + ("a rename is one request" if args.service == "adls"
-                      else "a rename is a copy then a delete"))
-    return out
-
-
 def _row_names(args: argparse.Namespace) -> list[str]:
     wanted = [r.strip() for r in args.rows.split(",") if r.strip()]
     unknown = [r for r in wanted if r not in ROWS]
@@ -300,9 +271,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             load = os.getloadavg()[0]  # the machine is shared: each row says how busy it was
             t0 = time.perf_counter()
             try:
-                if name.startswith("hadoop-model-"):
-                    row = _hadoop_row(args, tasks, tuned=name == "hadoop-model-tuned")
-                elif name.startswith("hadoop-"):
+                if name.startswith("hadoop-"):
                     row = _connector_row(sim, args, tasks, tuned=name == "hadoop-tuned")
                 else:
                     row = _sim_row(sim, args, tasks, name)

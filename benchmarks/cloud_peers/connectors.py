@@ -41,7 +41,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from benchmarks.cloud_peers.hadoop import HadoopPeerError, find_java, jar_path
+from benchmarks.cloud_peers.jvmbuild import HadoopPeerError, find_java, jar_path
 from committer.spark.build import spark_jars_dir
 from committer.testing import jvm_artifacts
 from committer.testing.cloud_sim import CloudSim

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from benchmarks import cloud_peers
-from benchmarks.cloud_peers import hadoop
+from benchmarks.cloud_peers import jvmbuild
 from committer.testing import jvm_artifacts
 
 pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(hadoop.find_java() is None, reason="needs a JDK")]
+              pytest.mark.skipif(jvmbuild.find_java() is None, reason="needs a JDK")]
 
 FILES, TASKS = 120, 4
 ABFS_FACTORY = "org.apache.hadoop.fs.azurebfs.commit.AzureManifestCommitterFactory"
