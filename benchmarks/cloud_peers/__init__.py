@@ -12,10 +12,13 @@ Rows (``--rows``, all by default):
 - ``engine-account-rate``: the same, its static cap (``io.rate.limit``) set to the account's
   limit (``--ops-limit``) instead of the default 20,000/s (``cloud-scale --rate-limit``): the
   engine tuned for the account, to set beside Hadoop tuned;
-- ``hadoop-defaults`` / ``hadoop-tuned``: Hadoop's ManifestCommitter's job commit on a Java
-  ``FileSystem`` with the same service model (``hadoop.py``: ``run_hadoop_peer``, given the
-  service: on flat Blob and GCS a rename costs a copy and a delete); left out, with the
-  reason, while that module is absent;
+- ``hadoop-defaults`` / ``hadoop-tuned``: Spark's binding for Hadoop's committers
+  (spark-hadoop-cloud's ``PathOutputCommitProtocol``) committing with Hadoop's
+  ManifestCommitter through the real connector, hadoop-azure's ABFS (Data Lake; flat Blob
+  through its Blob client) or Google's GCS connector, over HTTP against this run's simulated
+  account (``connectors.py``): Hadoop's defaults (32 io threads, ``fs.azure.io.rate.limit``
+  1,000/s) or tuned (256 threads, no rate limit). On gcs the connector renames by the objects
+  move API: the rows need ``--gcs-move`` (the account then offers it to every row);
 - ``fsspec-bulk`` / ``fsspec-pool``: adlfs (adls, blob) or gcsfs (gcs), the job's renames as a
   user would write them without a committer (``clients.py``): one ``mv`` of the lists, or a
   thread pool of single ``mv`` calls (``--fsspec-forms``; ``bulk`` by default, the faster);
@@ -24,10 +27,12 @@ Rows (``--rows``, all by default):
   serves for it); with obstore's own retries, or ``--obstore-retries N`` (its defaults gave up
   on a throttled Blob Batch at a million files).
 
-Every simulator row starts from the same account: the simulator is reset (``POST /reset``), the
-job is put into it again (``cloud_scale/job.py``: manifests and content-less sources), its
-statistics are reset, the row runs in a child process (so its CPU is its own: ``getrusage`` in
-that child), then the account is read back: every destination file must exist with its size
+Every row starts from the same account: the simulator is
+reset (``POST /reset``), the job is put into it again (``cloud_scale/job.py``: manifests and
+content-less sources; for the Hadoop rows the same files in Hadoop's layout and manifests,
+``connectors.py``), its statistics are reset, the row runs in a child process (so its CPU is
+its own: ``getrusage`` in that child, the JVM's process CPU for the Hadoop rows), then the
+account is read back: every destination file must exist with its size
 and no source may be left (``destination_exact``). Per row: wall, files/s, ``requests`` (served
 by the account), ``throttled``, ``cpu_s`` (the committing process), the simulator's CPU, the
 machine's bound (``cloud_scale/bound.py``: which of the account, the committing process's CPU
@@ -40,7 +45,6 @@ load average before and after the row (the figures of a shared machine need it).
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import re
@@ -75,6 +79,9 @@ def add_arguments(parser: argparse._ArgumentGroup) -> None:
     parser.add_argument("--p99-ms", type=float, default=200.0)
     parser.add_argument("--ops-limit", type=float, default=20_000,
                         help="requests per second the simulated account serves (0: no limit)")
+    parser.add_argument("--gcs-move", action="store_true",
+                        help="gcs: the account serves the objects move API (the real "
+                             "service has it; every row may use it)")
     parser.add_argument("--rows", default=",".join(ROWS),
                         help=f"which rows, comma-separated, of {', '.join(ROWS)}")
     parser.add_argument("--fsspec-forms", default="bulk",
@@ -87,6 +94,9 @@ def add_arguments(parser: argparse._ArgumentGroup) -> None:
     parser.add_argument("--obstore-retries", type=int, default=None,
                         help="obstore's RetryConfig max_retries, with a 10-minute "
                              "retry_timeout (default: obstore's own)")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="run the rows this many times, each pass in the other order "
+                             "(alternated); a row's ratios are to the engine of its pass")
     parser.add_argument("--json", type=Path, default=None, help="also write the result here")
 
 
@@ -181,6 +191,7 @@ def _sim_row(sim: Any, args: argparse.Namespace, tasks: int, row: str) -> dict[s
     stats = sim.stats()
     throttled = stats["throttled"]["bucket"] + stats["throttled"]["injected"]
     out.update(requests=stats["ops"] - throttled, throttled=throttled,
+               requests_by_op=stats.get("by_op", {}),
                service_cpu_s=stats["cpu"]["total_s"], **_verify(sim, job, pairs))
     return out
 
@@ -199,24 +210,30 @@ def _how(row: str, args: argparse.Namespace) -> str:
             f"then {deletes}; {retries}")
 
 
-def _hadoop_row(args: argparse.Namespace, tasks: int, tuned: bool) -> dict[str, Any]:
-    try:
-        hadoop = importlib.import_module("benchmarks.cloud_peers.hadoop")
-    except ModuleNotFoundError as e:
-        if e.name != "benchmarks.cloud_peers.hadoop":
-            raise
-        return {"skipped": "benchmarks/cloud_peers/hadoop.py is not there yet"}
-    with tempfile.TemporaryDirectory(prefix="cloud-peers-hadoop-") as work:
-        got: dict[str, Any] = dict(hadoop.run_hadoop_peer(
-            args.files, tasks, args.partitions, args.latency_ms, args.p99_ms,
-            int(args.ops_limit), tuned, Path(work), service=args.service))
-    out = dict(got)
-    out.setdefault("wall_s", got.get("wall"))
-    out.setdefault("cpu_s", got.get("cpu", got.get("process_cpu_s")))
-    out.setdefault("service_cpu_s", 0.0)  # the service model runs inside the JVM
-    out.setdefault("how", f"Hadoop ManifestCommitter job commit ({got.get('configuration')}), "
-                   + ("a rename is one request" if args.service == "adls"
-                      else "a rename is a copy then a delete"))
+def _connector_row(sim: Any, args: argparse.Namespace, tasks: int, tuned: bool
+                   ) -> dict[str, Any]:
+    from benchmarks.cloud_peers.connectors import run_connector_peer
+    from benchmarks.cloud_scale.job import SimJob
+
+    if args.service == "gcs" and not getattr(args, "gcs_move", False):
+        # the GCS connector renames by the objects move API and fails without it
+        return {"skipped": "the GCS connector renames with the objects move API, which the "
+                           "real service has: run with --gcs-move"}
+    with tempfile.TemporaryDirectory(prefix="cloud-peers-connector-") as work:
+        out = run_connector_peer(sim, args.service, args.files, tasks, args.partitions,
+                                 tuned, Path(work))
+    job = out.pop("job")
+    # the same check as every other row's: the destination's keys, no source left
+    check = SimJob(args.service, f"{'gs' if args.service == 'gcs' else 'abfs'}://data/table",
+                   job.job_id, {}, job.files, job.expected)
+    out.update(_verify(sim, check, job.pairs))
+    if out.get("success_marker") is not True:
+        out["destination_exact"] = False
+    connector = ("the GCS connector" if args.service == "gcs" else
+                 "hadoop-azure ABFS, " + ("Data Lake" if args.service == "adls"
+                                          else "its Blob client"))
+    out["how"] = (f"Spark's PathOutputCommitProtocol, {out['committer_factory'].rsplit('.', 1)[-1]}"
+                  f" (Hadoop's ManifestCommitter) through {connector}, {out['configuration']}")
     return out
 
 
@@ -244,14 +261,18 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     rows: dict[str, dict[str, Any]] = {}
     with start_cloud_sim(service=args.service, latency_ms=args.latency_ms,
                          p99_ms=args.p99_ms if args.latency_ms else 0.0,
-                         ops_limit=args.ops_limit, seed=21) as sim:
-        for name in names:
-            print(f"cloud-peers {args.service} {args.files:,}: {name}", flush=True)
+                         ops_limit=args.ops_limit, seed=21,
+                         gcs_move=bool(getattr(args, "gcs_move", False))) as sim:
+        runs = [(name, "" if k == 1 else f" #{k}")
+                for k in range(1, max(1, getattr(args, "repeats", 1)) + 1)
+                for name in (names if k % 2 else names[::-1])]  # alternated
+        for name, suffix in runs:
+            print(f"cloud-peers {args.service} {args.files:,}: {name}{suffix}", flush=True)
             load = os.getloadavg()[0]  # the machine is shared: each row says how busy it was
             t0 = time.perf_counter()
             try:
                 if name.startswith("hadoop-"):
-                    row = _hadoop_row(args, tasks, tuned=name == "hadoop-tuned")
+                    row = _connector_row(sim, args, tasks, tuned=name == "hadoop-tuned")
                 else:
                     row = _sim_row(sim, args, tasks, name)
             except Exception as e:  # a peer that cannot run is reported, not fatal
@@ -259,11 +280,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                        "traceback": traceback.format_exc()[-3000:]}
             row["row_s"] = time.perf_counter() - t0
             row["load_1m"] = [round(load, 2), round(os.getloadavg()[0], 2)]
-            rows[name] = row
+            rows[name + suffix] = row
     n = cpus()
-    engine_wall = rows.get("engine", {}).get("wall_s")
-    tuned_wall = rows.get("engine-account-rate", {}).get("wall_s")
-    for row in rows.values():
+    for key, row in rows.items():
+        name, _, run = key.partition(" #")
+        suffix = f" #{run}" if run else ""
+        # each ratio against the engine's rows of the same pass
+        engine_wall = rows.get("engine" + suffix, {}).get("wall_s")
+        tuned_wall = rows.get("engine-account-rate" + suffix, {}).get("wall_s")
         wall = row.get("wall_s")
         if not wall:
             continue
@@ -275,23 +299,43 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         account = (row.get("requests") or 0) / args.ops_limit if args.ops_limit else 0.0
         bound, term = machine_bound(account, float(row.get("cpu_s") or 0.0),
                                     float(row.get("service_cpu_s") or 0.0), n)
-        row.update(account_bound_s=account, machine_bound_s=bound, machine_bound_term=term)
+        if name.startswith("hadoop"):  # the committing process is a JVM
+            term = term.replace("engine", "JVM")
+        row.update(account_bound_s=account, machine_bound_s=bound, machine_bound_term=term,
+                   held_by=_held_by(wall, bound, term))
     result = {"service": args.service, "files": args.files, "tasks": tasks,
               "partitions": args.partitions, "latency_ms": args.latency_ms,
               "p99_ms": args.p99_ms, "ops_limit": args.ops_limit, "cpus": n, "rows": rows,
               "targets": _targets(args.service, rows),
+              "targets_by_pass": [_targets(args.service, rows, "" if k == 1 else f" #{k}")
+                                  for k in range(1, max(1, getattr(args, "repeats", 1)) + 1)],
               "plot_dir": str(args.out) if getattr(args, "out", None) else None}
     if args.json is not None:
         args.json.write_text(json.dumps(result, indent=1))
     return result
 
 
-def _targets(service: str, rows: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+#: a row whose wall is within this factor of its machine bound is held by that bound
+_NEAR_BOUND = 1.5
+
+
+def _held_by(wall: float, bound: float, term: str) -> str:
+    """What held a row back: its machine bound's term (the account, the committing process's
+    CPU, or that and the simulator's) when the wall is near it, else the chain of round trips
+    its concurrency allows (requests waiting on the latency, not on a resource)."""
+    if bound > 0 and wall <= _NEAR_BOUND * bound:
+        return term
+    return (f"latency chain ({wall / bound:.1f}x its machine bound, {term})" if bound > 0
+            else "latency chain")
+
+
+def _targets(service: str, rows: dict[str, dict[str, Any]], suffix: str = ""
+             ) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for name, want in TARGETS.items():
         if name == "obstore" and service not in OBSTORE_TARGET_SERVICES:
             continue
-        got = rows.get(name, {}).get("vs_engine")
+        got = rows.get(name + suffix, {}).get("vs_engine")
         if got is not None:
             out[name] = {"at_least": want, "measured": got, "met": got >= want}
     return out
@@ -344,14 +388,14 @@ def report(result: dict[str, Any]) -> str:
     for name, row in result["rows"].items():
         if "wall_s" not in row or row.get("wall_s") is None:
             why = row.get("skipped") or "FAILED: " + _last_line(str(row.get("error")))
-            table.append([name, why.replace("|", "/"), *[""] * 10])
+            table.append([name, why.replace("|", "/"), *[""] * 11])
             continue
         exact = row.get("destination_exact")
         table.append([
             name, f"{row['wall_s']:.1f}", f"{row['files_per_s']:,.0f}",
             f"{row.get('requests', 0):,}", f"{row.get('throttled', 0):,}",
             f"{row.get('cpu_s', 0):.1f}", f"{row.get('service_cpu_s', 0):.1f}",
-            f"{row['machine_bound_s']:.1f} ({row['machine_bound_term']})",
+            f"{row['machine_bound_s']:.1f}", row["held_by"],
             f"{row['vs_engine']:.2f}" if "vs_engine" in row else "",
             f"{row['vs_engine_account_rate']:.2f}" if "vs_engine_account_rate" in row else "",
             "yes" if exact else ("not reported" if exact is None else "NO"),
@@ -359,7 +403,7 @@ def report(result: dict[str, Any]) -> str:
         ])
     lines.append(markdown_table(
         ["row", "wall s", "files/s", "requests", "throttled", "CPU s (committer)",
-         "simulator CPU s", "machine bound s (held by)", "wall / engine's",
+         "simulator CPU s", "machine bound s", "held by", "wall / engine's",
          "wall / engine-account-rate's",
          "destination exact", "load before / after"], table))
     lines.append("")
@@ -370,6 +414,20 @@ def report(result: dict[str, Any]) -> str:
         lines.append("Targets (engine at least N times faster): " + "; ".join(
             f"{name} {t['at_least']}x: {t['measured']:.2f}x "
             f"{'met' if t['met'] else 'MISSED'}" for name, t in targets.items()))
+    passes = result.get("targets_by_pass") or []
+    if len(passes) > 1:
+        for k, pass_targets in enumerate(passes, 1):
+            lines.append(f"- pass {k}: " + "; ".join(
+                f"{name} {t['measured']:.2f}x {'met' if t['met'] else 'MISSED'}"
+                for name, t in pass_targets.items()))
+    lines.append("")
+    lines.append("What held each row back, and the requests the account served by operation:")
+    lines.append("")
+    for name, row in result["rows"].items():
+        if row.get("held_by"):
+            ops = ", ".join(f"{op} {n:,}" for op, n in
+                            sorted((row.get("requests_by_op") or {}).items()))
+            lines.append(f"- {name}: {row['held_by']}; {ops}")
     missed = [n for n, t in targets.items() if not t["met"]]
     if missed:
         for name in ["engine"] + [n for n in missed if n.startswith("hadoop")]:

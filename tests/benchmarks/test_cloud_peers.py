@@ -8,12 +8,10 @@ import argparse
 import importlib.util
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from benchmarks import cloud_peers
-from benchmarks.cloud_peers import hadoop
 
 # obstore has no build for Python 3.10 (pyproject.toml installs it from 3.11 on): its row is
 # left out there, the others still run
@@ -75,23 +73,6 @@ def test_unknown_rows_are_refused_by_name(tmp_path: Path) -> None:
         assert "spark" in str(e)
     else:
         raise AssertionError("an unknown row was accepted")
-
-
-def test_the_hadoop_rows_are_given_the_service(tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    """The Hadoop rows charge the requests of the run's service (a copy and a delete per
-    rename on gcs), so the suite passes its ``--service`` on."""
-    seen: list[dict[str, Any]] = []
-
-    def fake(*args: Any, **kwargs: Any) -> dict[str, object]:
-        seen.append(dict(kwargs, tuned=args[6]))
-        return {"wall_s": 1.0, "process_cpu_s": 0.5, "requests": 10, "throttled": 0,
-                "configuration": "test"}
-
-    monkeypatch.setattr(hadoop, "run_hadoop_peer", fake)
-    result = cloud_peers.run(_args(tmp_path, "gcs", "hadoop-defaults,hadoop-tuned"))
-    assert seen == [{"service": "gcs", "tuned": False}, {"service": "gcs", "tuned": True}]
-    assert "copy then a delete" in result["rows"]["hadoop-tuned"]["how"]
 
 
 def test_a_failed_row_is_reported_by_the_line_naming_its_exception() -> None:
