@@ -28,6 +28,7 @@ SUITES: dict[str, str] = {
     "cloud-races": "benchmarks.cloud_races",
     "cloud-scale": "benchmarks.cloud_scale",
     "cloud-peers": "benchmarks.cloud_peers",
+    "cloud-writes": "benchmarks.cloud_peers.whole_write",
     "c-paths": "benchmarks.c_paths",
 }
 DEFAULT = ("local-commit", "memory")

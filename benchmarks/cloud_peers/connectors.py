@@ -4,9 +4,10 @@ ManifestCommitter through hadoop-azure's ABFS (Data Lake, or flat Blob through i
 client) or Google's GCS connector, over HTTP, against the simulated account the engine's rows
 use: the same latency model, account rate and throttling, the same request counts.
 
-The connectors are pointed at the simulator with the keys ``tests/spark/cloud_stores.py``
-explains (its docstring has the quirks: ABFS's endpoint override and the JDK's HTTP client
-over plain http, the GCS connector's root URL and Hadoop 3.5's ``fs.gs.*`` defaults). The
+The connectors are pointed at the simulator with the keys the Spark suite uses too
+(``committer/testing/connector_keys.py``, whose docstring has the quirks: ABFS's endpoint
+override and the JDK's HTTP client over plain http, the GCS connector's root URL and Hadoop
+3.5's ``fs.gs.*`` defaults). The
 committer is the one Hadoop's ``mapred-default.xml`` binds to the scheme
 (``mapreduce.outputcommitter.factory.scheme.abfs``: ``AzureManifestCommitterFactory``,
 Hadoop's ManifestCommitter with ABFS's rename recovery and its ``fs.azure.io.rate.limit``;
@@ -45,20 +46,24 @@ from benchmarks.cloud_peers.jvmbuild import HadoopPeerError, find_java, jar_path
 from committer.spark.build import spark_jars_dir
 from committer.testing import jvm_artifacts
 from committer.testing.cloud_sim import CloudSim
-from committer.testing.emulators import AZURITE_ACCOUNT, AZURITE_KEY
+from committer.testing.connector_keys import CONNECTOR_SERVICES
+from committer.testing.connector_keys import connector_keys as shared_connector_keys
 
 __all__ = [
     "CONNECTOR_SERVICES",
     "DEFAULT_IO_THREADS",
     "TUNED_IO_THREADS",
     "ConnectorJob",
+    "classpath",
+    "committer_keys",
+    "configuration_text",
+    "connector_jars",
     "connector_keys",
+    "http_connections",
     "run_connector_peer",
 ]
 
 MAIN_CLASS = "cloudpeers.ConnectorDriver"
-#: every service of the simulator has a connector on Spark 4.3's Hadoop 3.5
-CONNECTOR_SERVICES = ("adls", "blob", "gcs")
 DEFAULT_IO_THREADS = 32  # Hadoop's mapreduce.manifest.committer.io.threads
 TUNED_IO_THREADS = 256
 #: the warm-up job: files written through the connector, tasks
@@ -67,7 +72,6 @@ WARMUP_TASKS = 4
 FILE_SIZE = 1024  # as cloud_scale/job.py
 BUCKET = "data"
 TABLE = "table"
-_ACCOUNT_HOST = f"{AZURITE_ACCOUNT}.dfs.core.windows.net"
 _TASKS_PER_CALL = 10  # tasks whose objects go to the simulator in one control request
 #: what a row may take at most (a 100,000-file commit at Hadoop's defaults takes minutes)
 _TIMEOUT_S = 3600.0
@@ -75,41 +79,46 @@ _TIMEOUT_S = 3600.0
 
 def connector_keys(sim: CloudSim, service: str) -> tuple[str, dict[str, str]]:
     """The container's URI as the connector names it, and the Hadoop keys pointing the
-    connector at ``sim`` (the Spark suite's, ``tests/spark/cloud_stores.py``, without its
-    test-only rate limit)."""
-    if service == "gcs":
-        return f"gs://{BUCKET}", {
-            "fs.gs.impl": "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem",
-            "fs.AbstractFileSystem.gs.impl": "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFS",
-            "fs.gs.storage.root.url": sim.gcs_endpoint + "/",
-            "fs.gs.auth.type": "UNAUTHENTICATED",
-            "fs.gs.auth.null.enable": "true",
-            "fs.gs.auth.service.account.enable": "false",
-            "fs.gs.project.id": "sim",
-            "fs.gs.block.size": str(64 << 20),
-        }
-    keys = {
-        "fs.azure.always.use.https": "false",
-        "fs.azure.account.auth.type": "SharedKey",
-        f"fs.azure.account.key.{_ACCOUNT_HOST}": AZURITE_KEY,
-        "fs.azure.networking.library": "JDK_HTTP_URL_CONNECTION",
-    }
-    if service == "adls":
-        keys["fs.azure.abfs.endpoint"] = f"127.0.0.1:{sim.ports['dfs']}"
-    else:  # flat Blob through ABFS's Blob client (Hadoop 3.5)
-        keys.update({"fs.azure.abfs.endpoint": f"127.0.0.1:{sim.ports['blob']}",
-                     "fs.azure.account.hns.enabled": "false",
-                     "fs.azure.fns.account.service.type": "BLOB",
-                     "fs.azure.ingress.service.type": "BLOB"})
-    return f"abfs://{BUCKET}@{_ACCOUNT_HOST}", keys
+    connector at ``sim`` (``committer/testing/connector_keys.py``, the Spark suite's too)."""
+    return shared_connector_keys(sim, service, BUCKET)
 
 
-def _classpath() -> str:
+def committer_keys(service: str, tuned: bool) -> tuple[int, dict[str, str]]:
+    """The Hadoop rows' configurations: the committer's io threads, and the keys that set
+    them (none for Hadoop's defaults; tuned: 256 threads, ABFS's rename rate limit off)."""
+    if not tuned:
+        return DEFAULT_IO_THREADS, {}
+    keys = {"mapreduce.manifest.committer.io.threads": str(TUNED_IO_THREADS)}
+    if service != "gcs":
+        keys["fs.azure.io.rate.limit"] = "0"  # off
+    return TUNED_IO_THREADS, keys
+
+
+def configuration_text(service: str, tuned: bool) -> str:
+    """A Hadoop row's configuration as the report names it."""
+    threads = TUNED_IO_THREADS if tuned else DEFAULT_IO_THREADS
+    return (f"io.threads {threads}"
+            + ("" if service == "gcs" else
+               ", fs.azure.io.rate.limit " + ("off" if tuned else "1,000/s")))
+
+
+def http_connections(threads: int) -> str:
+    """The JVM option giving the JDK's HTTP client a keep-alive cache for ``threads`` (its
+    default of 5 idle connections would make the JVM open a connection for most requests)."""
+    return f"-Dhttp.maxConnections={threads + 16}"
+
+
+def connector_jars() -> list[str]:
+    """The connectors' and spark-hadoop-cloud's jars (fetched by the set-up; checked here)."""
     jars = jvm_artifacts.check_all(jvm_artifacts.line_of(_pyspark_version()),
                                    [jvm_artifacts.AZURE, jvm_artifacts.GCS,
                                     jvm_artifacts.CLOUD_COMMITTER])
-    return os.pathsep.join([str(jar_path()), str(spark_jars_dir() / "*"),
-                            *(str(jars[r]) for r in sorted(jars))])
+    return [str(jars[r]) for r in sorted(jars)]
+
+
+def classpath() -> str:
+    """The connector driver's class path: its jar, pyspark's jars, :func:`connector_jars`."""
+    return os.pathsep.join([str(jar_path()), str(spark_jars_dir() / "*"), *connector_jars()])
 
 
 def _pyspark_version() -> str:
@@ -235,17 +244,14 @@ def run_connector_peer(sim: CloudSim, service: str, files: int, tasks: int, part
     sim.reset()
     sim.populate([{"bucket": BUCKET, "key": "README", "data_b64": ""}])
     root, keys = connector_keys(sim, service)
-    threads = TUNED_IO_THREADS if tuned else DEFAULT_IO_THREADS
-    if tuned:
-        keys["mapreduce.manifest.committer.io.threads"] = str(threads)
-        if service != "gcs":
-            keys["fs.azure.io.rate.limit"] = "0"  # off
+    threads, tuning = committer_keys(service, tuned)
+    keys.update(tuning)
     workdir.mkdir(parents=True, exist_ok=True)
     conf = workdir / "conf.json"
     conf.write_text(json.dumps(keys), encoding="utf-8")
     job_id = str(uuid.uuid4())
     log = workdir / "jvm.log"
-    cmd = [java, f"-Dhttp.maxConnections={threads + 16}", "-cp", _classpath(), MAIN_CLASS,
+    cmd = [java, http_connections(threads), "-cp", classpath(), MAIN_CLASS,
            "--dest", f"{root}/{TABLE}", "--job-id", job_id, "--conf", str(conf),
            "--warmup-dest", f"{root}/warmup", "--warmup-tasks", str(WARMUP_TASKS),
            "--warmup-files", str(min(WARMUP_FILES, files))]
@@ -294,9 +300,7 @@ def run_connector_peer(sim: CloudSim, service: str, files: int, tasks: int, part
         "stages": _stages(success, float(result["wall_s"])),
         "protocol": result["protocol"], "committer_factory": result["committer_factory"],
         "warmup_s": warm.get("warmup_s"),
-        "configuration": (f"io.threads {threads}"
-                          + ("" if service == "gcs" else
-                             ", fs.azure.io.rate.limit " + ("off" if tuned else "1,000/s"))),
+        "configuration": configuration_text(service, tuned),
         "job": job,
     }
 
