@@ -3,8 +3,8 @@
 Each suite is a module with ``NAME``, ``TITLE``, ``add_arguments(parser)``, ``run(args) -> dict``
 and ``report(result) -> str`` (Markdown). Register a new suite (emulators, spark, ...) by adding
 its module to ``SUITES``; ``DEFAULT`` is what ``python -m benchmarks`` (``make bench``) runs,
-and ``all`` runs every registered suite, each parsing the options it takes. Results: ``<out>/<suite>-<time>.json`` (and
-``-latest.json``) plus ``<out>/report.md``.
+and ``all`` runs every registered suite, each parsing the options it takes. Results:
+``<out>/<suite>-<time>.json`` (and ``-latest.json``) plus ``<out>/report.md``.
 """
 
 from __future__ import annotations
