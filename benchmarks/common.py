@@ -120,6 +120,16 @@ def run_script(script: Path, params: dict[str, Any], timeout: float = 6 * 3600, 
     return answer
 
 
+def log_tail(path: Path, limit: int = 4000) -> str:
+    """What a failed child's log says: its exception lines (the last 20), else its end."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return "(no log)"
+    lines = [x for x in text.splitlines() if "Exception" in x or "Error" in x or "Caused" in x]
+    return ("\n".join(lines[-20:]) or text[-limit:])[-limit:]
+
+
 def quiesce() -> None:
     """Flush dirty data and metadata from set-up so its write-back is not timed in the trial."""
     os.sync()

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from benchmarks.cloud_peers.jvmbuild import HadoopPeerError, find_java, jar_path
+from benchmarks.common import log_tail
 from committer.spark.build import spark_jars_dir
 from committer.testing import jvm_artifacts
 from committer.testing.cloud_sim import CloudSim
@@ -267,7 +268,7 @@ def run_connector_peer(sim: CloudSim, service: str, files: int, tasks: int, part
         ready = next(answers, None)
         if warm is None or ready is None or not ready.get("ready"):
             raise HadoopPeerError(f"the connector driver stopped before the commit:\n"
-                                  f"{_tail(log)}")
+                                  f"{log_tail(log)}")
         job = ConnectorJob(service, root, str(ready["attempt_dir"]), job_id, files, tasks,
                            partitions)
         job.put(sim)
@@ -287,7 +288,7 @@ def run_connector_peer(sim: CloudSim, service: str, files: int, tasks: int, part
             proc.kill()
             proc.wait()
     if result is None or code != 0:
-        raise HadoopPeerError(f"the connector driver failed (exit {code}):\n{_tail(log)}")
+        raise HadoopPeerError(f"the connector driver failed (exit {code}):\n{log_tail(log)}")
     throttled = stats["throttled"]["bucket"] + stats["throttled"]["injected"]
     success = result.get("success") or {}
     return {
@@ -309,13 +310,3 @@ def _files_committed(success: dict[str, Any]) -> int | None:
     counters = (success.get("iostatistics") or {}).get("counters") or {}
     value = counters.get("committer_files_committed")
     return int(value) if value is not None else None
-
-
-def _tail(path: Path, limit: int = 4000) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return "(no log)"
-    lines = [x for x in text.splitlines() if "Exception" in x or "Error" in x or "Caused" in x]
-    return ("\n".join(lines[-20:]) or text[-limit:])[-limit:]
-

@@ -50,7 +50,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from benchmarks.common import ROOT, markdown_table
+from benchmarks.common import ROOT, log_tail, markdown_table
 
 NAME = "cloud-writes"
 TITLE = "Whole Spark writes through each committer on a simulated account (Hadoop's connectors)"
@@ -253,7 +253,7 @@ def run_row(sim: Any, args: argparse.Namespace, tasks: int, row: str, workdir: P
         answers = _lines(proc.stdout)
         warm = next(answers, None)
         if warm is None:
-            raise RuntimeError(f"the row's Spark job stopped before its write:\n{_tail(log)}")
+            raise RuntimeError(f"the row's Spark job stopped before its write:\n{log_tail(log)}")
         sim.reset_stats()
         proc.stdin.write("go\n")
         proc.stdin.flush()
@@ -273,7 +273,7 @@ def run_row(sim: Any, args: argparse.Namespace, tasks: int, row: str, workdir: P
             proc.kill()
             proc.wait()
     if written is None or code != 0 or (args.read_back and back is None):
-        raise RuntimeError(f"the row's Spark job failed (exit {code}):\n{_tail(log)}")
+        raise RuntimeError(f"the row's Spark job failed (exit {code}):\n{log_tail(log)}")
     out: dict[str, Any] = dict(written["written"])
     success: dict[str, Any] = json.loads(success_raw) if success_raw else {}
     throttled = stats["throttled"]["bucket"] + stats["throttled"]["injected"]
@@ -342,15 +342,6 @@ def breakdown(wall: float, stages: list[dict[str, Any]], metrics: dict[str, floa
             "task_commit_sum_s": float(metrics.get("task commit time", 0.0)),
             "executor_run_sum_s": sum(float(s["executor_run_s"]) for s in stages),
             "executor_cpu_sum_s": sum(float(s["executor_cpu_s"]) for s in stages)}
-
-
-def _tail(path: Path, limit: int = 4000) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return "(no log)"
-    lines = [x for x in text.splitlines() if "Exception" in x or "Error" in x or "Caused" in x]
-    return ("\n".join(lines[-20:]) or text[-limit:])[-limit:]
 
 
 # -- the suite -------------------------------------------------------------------------------
