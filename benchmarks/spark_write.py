@@ -41,6 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.cloud_peers.spark_job import write_metrics
 from benchmarks.common import DEFAULT_OUT
 from committer.spark import PROTOCOL_CLASS, PYTHON_KEY, configure
 from committer.testing.engine_python import engine_python
@@ -56,27 +57,6 @@ def _deferred_engine(work: Path) -> tuple[Path, Path]:
     work.mkdir(parents=True, exist_ok=True)
     job_ids = work / "deferred-job-ids"
     return engine_python(work, "benchmarks.deferred_engine", str(job_ids)), job_ids
-
-
-def _job_commit_metric_seconds(spark: Any) -> float:
-    """Spark's ``job commit time`` SQL metric of the newest execution that has one (a write
-    after a shuffle, as with ``repartition``, may be followed by executions without it, and
-    its plan may carry the metric without a value)."""
-    store = spark._jsparkSession.sharedState().statusStore()
-    executions = store.executionsList()
-    for k in range(executions.size() - 1, max(-1, executions.size() - 6), -1):
-        execution = executions.apply(k)
-        values = store.executionMetrics(execution.executionId())
-        metrics = execution.metrics()
-        for i in range(metrics.size()):
-            metric = metrics.apply(i)
-            if metric.name() != "job commit time":
-                continue
-            value = values.get(metric.accumulatorId())
-            if value.isDefined():
-                number, unit = str(value.get()).replace(",", "").split(" ")
-                return float(number) * {"ms": 1e-3, "s": 1.0, "m": 60.0}[unit]
-    raise RuntimeError("no 'job commit time' metric on the last executions")
 
 
 def _hadoop_commit(spark: Any, dest: Path, job_id: str) -> float:
@@ -142,7 +122,9 @@ def _trial(spark: Any, committer: str, df: Any, layout: str, dest: Path,
         commit_seconds = _hadoop_commit(spark, dest, job_id)
         total = write_seconds + commit_seconds
     else:
-        commit_seconds = _job_commit_metric_seconds(spark)
+        # Spark's `job commit time` SQL metric of the newest execution that has one (a write
+        # after a shuffle, as with `repartition`, may be followed by executions without it)
+        commit_seconds = write_metrics(spark)["job commit time"]
         total = write_seconds
     files = _count_files(dest)
     shutil.rmtree(dest, ignore_errors=True)
