@@ -69,19 +69,25 @@ TARGETS = {"hadoop-defaults": 5.0, "hadoop-tuned": 1.5, "fsspec-bulk": 3.0,
 OBSTORE_TARGET_SERVICES = ("blob", "gcs")
 
 
+def add_account_arguments(parser: argparse._ArgumentGroup, gcs_move: str) -> None:
+    """The simulated account's options, shared by ``cloud-peers`` and ``cloud-writes`` so that
+    their rows run against the same service model; ``gcs_move`` says who uses the move API."""
+    parser.add_argument("--latency-ms", type=float, default=20.0)
+    parser.add_argument("--p99-ms", type=float, default=200.0)
+    parser.add_argument("--ops-limit", type=float, default=20_000,
+                        help="requests per second the simulated account serves (0: no limit)")
+    parser.add_argument("--gcs-move", action="store_true",
+                        help=f"gcs: the account serves the objects move API (the real "
+                             f"service has it; {gcs_move})")
+
+
 def add_arguments(parser: argparse._ArgumentGroup) -> None:
     parser.add_argument("--service", choices=SERVICES, default="adls")
     parser.add_argument("--files", type=int, default=10_000)
     parser.add_argument("--tasks", type=int, default=None,
                         help="tasks of the job (default: files / 100, at least 1)")
     parser.add_argument("--partitions", type=int, default=100)
-    parser.add_argument("--latency-ms", type=float, default=20.0)
-    parser.add_argument("--p99-ms", type=float, default=200.0)
-    parser.add_argument("--ops-limit", type=float, default=20_000,
-                        help="requests per second the simulated account serves (0: no limit)")
-    parser.add_argument("--gcs-move", action="store_true",
-                        help="gcs: the account serves the objects move API (the real "
-                             "service has it; every row may use it)")
+    add_account_arguments(parser, gcs_move="every row may use it")
     parser.add_argument("--rows", default=",".join(ROWS),
                         help=f"which rows, comma-separated, of {', '.join(ROWS)}")
     parser.add_argument("--fsspec-forms", default="bulk",

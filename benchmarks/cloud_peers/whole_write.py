@@ -50,6 +50,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from benchmarks.cloud_peers import add_account_arguments
 from benchmarks.common import ROOT, log_tail, markdown_table
 
 NAME = "cloud-writes"
@@ -79,13 +80,7 @@ def add_arguments(parser: argparse._ArgumentGroup) -> None:
     parser.add_argument("--rows-per-file", type=int, default=16)
     parser.add_argument("--cores", type=int, default=8,
                         help="local[N]: task slots (the tasks wait on the store, not the CPU)")
-    parser.add_argument("--latency-ms", type=float, default=20.0)
-    parser.add_argument("--p99-ms", type=float, default=200.0)
-    parser.add_argument("--ops-limit", type=float, default=20_000,
-                        help="requests per second the simulated account serves (0: no limit)")
-    parser.add_argument("--gcs-move", action="store_true",
-                        help="gcs: the account serves the objects move API (the real service "
-                             "has it; the GCS connector's rename needs it)")
+    add_account_arguments(parser, gcs_move="the GCS connector's rename needs it")
     parser.add_argument("--rows", default=",".join(ROWS),
                         help=f"which rows, comma-separated, of {', '.join(ROWS)}")
     parser.add_argument("--read-back", action="store_true",
