@@ -226,9 +226,9 @@ class AzureAccount(AsyncStore):
             value = await auth.authorization(method, path, query, hdrs)
             if value:
                 hdrs["authorization"] = value
-        epoch = self._limit.try_acquire()
+        epoch = self._limit.try_acquire(parts)
         if epoch is None:
-            epoch = await self._limit.acquire()
+            epoch = await self._limit.acquire(parts)
         self._hedger.sent += 1
         throttled, took, wire = False, None, None
         started = time.monotonic()
@@ -253,7 +253,7 @@ class AzureAccount(AsyncStore):
             LOG.debug("%s", error)
             raise error from None
         finally:  # whatever happened (a cancellation too), the place is given back
-            self._limit.release(epoch, throttled, took, wire)
+            self._limit.release(epoch, throttled, took, wire, parts)
         if whole:
             self._lose(op, f"{container}/{key}")
         return response

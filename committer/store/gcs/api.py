@@ -166,9 +166,9 @@ class GcsApi(AsyncStore):
             target += "?" + "&".join([f"{k}={quote_name(str(v))}" for k, v in params.items()])
         epoch = place.take() if place is not None else None
         if epoch is None:
-            epoch = self._limit.try_acquire()
+            epoch = self._limit.try_acquire(parts)
         if epoch is None:
-            epoch = await self._limit.acquire()
+            epoch = await self._limit.acquire(parts)
         self._hedger.sent += 1
         throttled, took, wire = False, None, None
         started = time.monotonic()
@@ -189,7 +189,7 @@ class GcsApi(AsyncStore):
             raise TransientStoreError(f"{op} {url}: no answer ({type(e).__name__}: "
                                       f"{scrub(str(e))[:300]})", url) from None
         finally:  # whatever happened (a cancellation too), the place is given back
-            self._limit.release(epoch, throttled, took, wire)
+            self._limit.release(epoch, throttled, took, wire, parts)
         return response
 
     async def _json(self, op: str, method: str, url: str, **kw: Any) -> dict[str, Any]:

@@ -216,7 +216,7 @@ class Hedger:
                     observe(loop.time() - start)
                     return response
                 # the copy counted in: never over the budget, even by one
-                epoch = limit.try_acquire() if self.budget_left() else None
+                epoch = limit.try_acquire(parts) if self.budget_left() else None
                 if epoch is not None:
                     break
         except asyncio.CancelledError:
@@ -232,7 +232,7 @@ class Hedger:
             if held:
                 copy = task.result() if not task.cancelled() and task.exception() is None \
                     else None
-                limit.release(held.pop(), copy is not None and throttled(copy))
+                limit.release(held.pop(), copy is not None and throttled(copy), parts=parts)
 
         second.add_done_callback(release_copy)
         winner: asyncio.Task[Response] | None = None
