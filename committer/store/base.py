@@ -202,6 +202,13 @@ class Store(ABC):
         if it is absent."""
         return [st.path.rstrip("/").rpartition("/")[2] for st in self.list_dir(path)]
 
+    def child_sizes(self, path: str) -> dict[str, int | None]:
+        """``name -> size`` of ``path``'s immediate children (``None``: a directory), all the
+        checks of a directory need (no etag, time or checksum); ``PathNotFoundError`` if it is
+        absent. Default: one listing."""
+        return {st.path.rstrip("/").rpartition("/")[2]: None if st.is_dir else st.size
+                for st in self.list_dir(path)}
+
     def count_children(self, path: str) -> int:
         """How many immediate children ``path`` has; ``PathNotFoundError`` if it is absent."""
         return len(self.list_names(path))
@@ -216,12 +223,14 @@ class Store(ABC):
         from committer.errors import PathNotFoundError
 
         try:
-            found = {f.path.rstrip("/").rpartition("/")[2]: f for f in self.list_dir(path)}
+            found = self.child_sizes(path)
         except PathNotFoundError:
             return None
         for name, size in files.items():
-            f = found.get(name)
-            if f is None or f.is_dir or (size is not None and f.size != size):
+            if name not in found:
+                return None
+            got = found[name]
+            if got is None or (size is not None and got != size):
                 return None
         if len(found) == len(files):
             return len(found)
@@ -229,7 +238,7 @@ class Store(ABC):
             return None
         sides = {side_file(name) for name in files} - files.keys()
         extra = found.keys() - files.keys()
-        if not extra <= sides or any(found[name].is_dir for name in extra):
+        if not extra <= sides or any(found[name] is None for name in extra):
             return None
         return len(found)
 

@@ -334,6 +334,10 @@ def test_directories_are_real(adls: AdlsTarget) -> None:
     assert adls.stub.sent("dfs") == ["dfs_create"]
     listed = {s.path: s.is_dir for s in store.list_dir(adls.url("a"))}
     assert listed == {adls.url("a", "empty"): True, adls.url("a", "b"): True}
+    # the listing a directory's checks read: names and sizes, directories as None
+    assert store.backend.child_sizes(adls.url("a")) == {"empty": None, "b": None}
+    assert store.backend.child_sizes(adls.url("a", "b")) == {"f.txt": 1}
+    assert store.count_children(adls.url("a", "empty")) == 0
     assert [s.path for s in store.walk_files(adls.url("a"))] == [adls.url("a", "b", "f.txt")]
     adls.stub.reset_log()
     assert store.delete_tree(adls.url("a"))

@@ -111,6 +111,35 @@ def test_directories_listing_and_tree_delete(cloud: CloudTarget) -> None:
         store.list_dir(base)
 
 
+def test_a_directory_s_children_by_name_and_size_agree_with_its_listing(
+        cloud: CloudTarget) -> None:
+    """What the checks of a directory moved whole read (names and sizes only; on GCS a
+    partial listing): the same children as ``list_dir``, directories as ``None``; a missing
+    directory is not found, a file is not a directory."""
+    store = cloud.managed()
+    base = cloud.url("kids")
+    store.mkdirs(cloud.url("kids", "empty"))
+    for name in ODD_NAMES:
+        store.write_bytes(f"{base}/{name}", name.encode() * 3)
+    listed = {s.path.rpartition("/")[2]: None if s.is_dir else s.size
+              for s in store.list_dir(base)}
+    sizes = store.backend.child_sizes(base)
+    assert sizes == listed
+    assert sizes["naïve-éàü.txt"] == len("naïve-éàü.txt".encode()) * 3
+    assert sizes["empty"] is None and sizes["漢字"] is None
+    assert sorted(store.list_names(base)) == sorted(listed)
+    assert store.count_children(base) == len(listed)
+    files = {n: v for n, v in sizes.items() if v is not None}
+    assert store.directory_holds(base, files) is None  # its directories are there too
+    assert store.directory_holds(cloud.url("kids", "漢字"), {"データ.bin": 3 * len(
+        "漢字/データ.bin".encode())}) == 1
+    assert store.directory_holds(cloud.url("kids", "漢字"), {"データ.bin": 1}) is None
+    with pytest.raises(PathNotFoundError):
+        store.count_children(cloud.url("kids", "absent"))
+    with pytest.raises(StoreError):
+        store.list_names(f"{base}/{ODD_NAMES[0]}")
+
+
 def test_remove_dir_if_empty_deletes_only_an_empty_directory(cloud: CloudTarget) -> None:
     """An empty directory goes (its marker); one with anything below it stays whole; a file
     of that name is refused and kept; nothing there is already gone."""

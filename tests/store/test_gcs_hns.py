@@ -77,6 +77,9 @@ def test_directories_are_folders(sim: CloudSim) -> None:
     assert store.stat("gs://hb/t/a/b").is_dir and store.stat("gs://hb/t/a").is_dir
     assert [f.path for f in store.list_dir("gs://hb/t/a")] == ["gs://hb/t/a/b"]
     assert store.list_dir("gs://hb/t/a/b") == []
+    # the partial listing of a directory's checks sees the empty folder too
+    assert store.backend.child_sizes("gs://hb/t/a") == {"b": None}
+    assert store.count_children("gs://hb/t/a/b") == 0
     store.write_bytes("gs://hb/t/a/b/f", b"data")
     assert not store.remove_dir_if_empty("gs://hb/t/a/b")
     with pytest.raises(PathExistsError):

@@ -347,15 +347,20 @@ class AzureAccount(AsyncStore):
                           False, etag, timestamp(response.header("last-modified")),
                           md5_hex(response.header("content-md5")))
 
+    @staticmethod
+    def _listed_folder(blob: ET.Element, props: ET.Element | None) -> bool:
+        """Whether a listed blob is a directory: a namespace's, or a flat account's marker."""
+        meta = blob.find("Metadata")
+        if meta is not None and (meta.findtext(_FOLDER_META) or "").lower() == "true":
+            return True
+        return props is None or props.findtext("ResourceType") == "directory"
+
     def _from_listing(self, container: str, blob: ET.Element) -> FileStatus:
         name = name_of(blob).rstrip("/")
         props = blob.find("Properties")
-        meta = blob.find("Metadata")
-        folder = meta is not None and (meta.findtext(_FOLDER_META) or "").lower() == "true"
-        if props is not None and props.findtext("ResourceType") == "directory":
-            folder = True
-        if folder or props is None:
+        if self._listed_folder(blob, props):
             return FileStatus(self._url(container, name), 0, True)
+        assert props is not None
         etag = (props.findtext("Etag") or "").strip('"') or None
         return FileStatus(self._url(container, name), int(props.findtext("Content-Length") or 0),
                           False, etag, timestamp(props.findtext("Last-Modified")),

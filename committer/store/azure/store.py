@@ -124,6 +124,44 @@ class AzureStore(DataLakeRenames, FlatBlobRenames):
             return FileStatus(self._url(container, key), 0, True)
         raise PathNotFoundError(f"not found: {path}", path)
 
+    def child_sizes(self, path: str) -> dict[str, int | None]:
+        return self._do(path, self._child_sizes, path)
+
+    def list_names(self, path: str) -> list[str]:
+        return list(self.child_sizes(path))
+
+    def count_children(self, path: str) -> int:
+        return len(self.child_sizes(path))
+
+    async def _child_sizes(self, path: str) -> dict[str, int | None]:
+        """``Store.child_sizes`` from the listing, without a status per blob: the checks of a
+        directory moved whole (two listings a directory) spent most of the request loop's time
+        decoding each blob's time (a commit of 1,000 directories on Data Lake)."""
+        container, key = self._split(path)
+        prefix = key + "/" if key else ""
+        cut = len(prefix)
+        out: dict[str, int | None] = {}
+        for page in await self._list_all(container, prefix, True, "list_dir"):
+            for item in blobs(page):
+                name = name_of(item).rstrip("/")
+                if not name or name == key:
+                    continue
+                size: int | None = None
+                if item.tag != "BlobPrefix":
+                    props = item.find("Properties")
+                    if not self._listed_folder(item, props):
+                        assert props is not None
+                        size = int(props.findtext("Content-Length") or 0)
+                child = name[cut:]
+                # a marker blob and the prefix of its children name the same directory
+                if child not in out or size is None:
+                    out[child] = size
+        if not out:
+            st = await self._stat(path)  # raises PathNotFoundError when nothing is there
+            if not st.is_dir:
+                raise StoreError(f"not a directory: {path}", path)
+        return out
+
     async def _list(self, path: str) -> list[FileStatus]:
         container, key = self._split(path)
         prefix = key + "/" if key else ""

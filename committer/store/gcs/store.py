@@ -48,6 +48,8 @@ from committer.store.secrets import register_options, scrub
 __all__ = ["GcsStore", "open_gcs"]
 
 _BOUNDARY = "committer-multipart-boundary-7c1f"
+#: the fields of a listing the checks of a directory read (``GcsStore.child_sizes``)
+_CHILD_FIELDS = "items(name,size),prefixes,nextPageToken"
 
 
 class GcsStore(GcsFolders):
@@ -104,10 +106,15 @@ class GcsStore(GcsFolders):
         raise PathNotFoundError(f"not found: {path}", path)
 
     async def _list_objects(self, bucket: str, prefix: str, delimiter: bool,
-                            op: str = "list_dir") -> tuple[list[dict[str, Any]], list[str]]:
+                            op: str = "list_dir", fields: str | None = None
+                            ) -> tuple[list[dict[str, Any]], list[str]]:
+        """``fields``: a partial response, only what the caller reads (the service sends, and
+        the client parses, that much less)."""
         items: list[dict[str, Any]] = []
         prefixes: list[str] = []
         params: dict[str, str] = {"prefix": prefix}
+        if fields:
+            params["fields"] = fields
         if delimiter:
             params["delimiter"] = "/"
             if await self._bucket_hns(bucket):  # an empty folder is a directory too
@@ -140,6 +147,39 @@ class GcsStore(GcsFolders):
             if not st.is_dir:
                 raise StoreError(f"not a directory: {path}", path)
         return list(out.values())
+
+    def child_sizes(self, path: str) -> dict[str, int | None]:
+        return self._do(path, self._child_sizes, path)
+
+    def list_names(self, path: str) -> list[str]:
+        return list(self.child_sizes(path))
+
+    def count_children(self, path: str) -> int:
+        return len(self.child_sizes(path))
+
+    async def _child_sizes(self, path: str) -> dict[str, int | None]:
+        """``Store.child_sizes`` from one listing asking for names and sizes only: the checks
+        of a directory moved whole (two listings a directory) built a full status of each
+        object, its time and checksum decoded, and that was a third of the request loop's
+        time in a commit of 1,000 folder renames."""
+        bucket, key = self._split(path)
+        prefix = key + "/" if key else ""
+        items, prefixes = await self._list_objects(bucket, prefix, True, fields=_CHILD_FIELDS)
+        cut = len(prefix)
+        out: dict[str, int | None] = {p[cut:].rstrip("/"): None for p in prefixes}
+        for obj in items:
+            name = str(obj["name"])[cut:]
+            if not name:
+                continue  # the directory's own marker
+            if name.endswith("/"):
+                out.setdefault(name[:-1], None)
+            else:
+                out.setdefault(name, int(obj.get("size") or 0))
+        if not out:
+            st = await self._stat(path)
+            if not st.is_dir:
+                raise StoreError(f"not a directory: {path}", path)
+        return out
 
     async def _walk(self, root: str) -> list[FileStatus]:
         bucket, key = self._split(root)

@@ -43,9 +43,9 @@ that was served. The pace is set ``PACE_MARGIN`` under that (at most halved), a 
 holding a fiftieth of a second of it. Pace and spans count operations, as the service does: a
 batch takes a token for each of its parts (it goes once the bucket holds one, and leaves it in
 debt for the rest), and its parts count served or refused each. (A batch taking one token, a
-cold GCS bucket's cleanup sent its deletes at a hundred times the pace: 3.3% of a million
-renames' requests were refused, nearly all of them those deletes.) A span in which the pace held requests back grows it:
-within ``NEAR`` of the pace the last cut was made at (CUBIC's plateau again), by
+cold GCS bucket's cleanup sent its deletes at a hundred times the pace: of a million renames'
+37,596 refused requests, 32,848 were those deletes.) A span in which the pace held requests
+back grows it: within ``NEAR`` of the pace the last cut was made at (CUBIC's plateau again), by
 ``PACE_GENTLE`` of the estimate a second, additively; elsewhere (a first estimate made in the
 confusion of slow start's overshoot, or an account that serves more now) by ``PACE_GROWTH``
 of itself a second. The account's own burst absorbs the crossings: refusals come only once
