@@ -158,6 +158,11 @@ def test_each_task_s_new_partition_moves_by_one_folder_rename(sim: CloudSim) -> 
     ops = _ops(sim)
     assert ops["rename_folder"] == 4  # one per task-owned directory
     assert ops["move"] == 2  # the shared directory, file by file
+    # the task folders the renames emptied, deleted as they go, under the default rate cap
+    # (four tasks' folders after their directory moved; two tasks' folders and their
+    # "shared" folders after their files), then _temporary's at the end
+    assert ops["delete_folder"] == 4 + 2 * 2 + 1
+    assert ops["delete_folder_recursive"] == 1  # the job directory, manifests and all
     assert summary.iostatistics.counters[st.OP_RENAME_DIRECTORY] == 4
     assert summary.iostatistics.counters[st.COMMITTER_FILES_IN_MOVED_DIRECTORIES] == 12
     want = {rel: len(data) for files in {**OWN, **SHARED}.values()

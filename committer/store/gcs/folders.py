@@ -115,13 +115,13 @@ class GcsFolders(GcsBatches):
     async def _rmdir_run(self, paths: Sequence[str]) -> int:
         removed = 0
         for path in paths:
-            bucket, key = self._split(path)
-            if not key:
-                continue
             try:
+                bucket, key = self._split(path)
+                if not key:
+                    continue
                 await self._request("delete_file", "DELETE",
                                     f"{self._folders_url(bucket)}/{quote_name(key + '/')}")
-            except (GcsHttpError, TransientStoreError):
+            except (GcsHttpError, StoreError):
                 continue
             removed += 1
         return removed

@@ -242,7 +242,7 @@ class ManagedStore(RecoveringRenames):
     @property
     def prunes_empty_dirs(self) -> bool:
         """True when :meth:`remove_empty_dirs` does anything here."""
-        return self.backend.prunes_empty_dirs and self.limiter is None
+        return self.backend.prunes_empty_dirs
 
     def remove_empty_dirs(self, paths: Sequence[str]) -> int:
         """Remove each directory of ``paths`` (in the order given, so children first) that is
@@ -250,8 +250,9 @@ class ManagedStore(RecoveringRenames):
         that costs one cheap call per directory (``Store.prunes_empty_dirs``); elsewhere it
         does nothing and returns 0, and ``delete_tree`` does the work later. Returns how many
         were removed."""
-        if not self.prunes_empty_dirs:
+        if not self.prunes_empty_dirs or not paths:
             return 0
+        self._pace_many(len(paths), st.OP_DELETE)  # under the cap as every other call
         t0 = time.perf_counter()
         removed = self.backend.rmdir_run(paths)
         tally = Tally()
