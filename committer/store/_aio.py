@@ -366,6 +366,10 @@ class AsyncStore(Store):
     async def _list(self, path: str) -> list[FileStatus]: ...
 
     @abstractmethod
+    async def _child_sizes(self, path: str) -> dict[str, int | None]:
+        """``Store.child_sizes`` from one listing, without a status per child."""
+
+    @abstractmethod
     async def _walk(self, root: str) -> list[FileStatus]: ...
 
     @abstractmethod
@@ -425,6 +429,15 @@ class AsyncStore(Store):
 
     def list_dir(self, path: str) -> list[FileStatus]:
         return self._do(path, self._list, path)
+
+    def child_sizes(self, path: str) -> dict[str, int | None]:
+        return self._do(path, self._child_sizes, path)
+
+    def list_names(self, path: str) -> list[str]:
+        return list(self.child_sizes(path))
+
+    def count_children(self, path: str) -> int:
+        return len(self.child_sizes(path))
 
     def walk_files(self, root: str) -> Iterator[FileStatus]:
         # Object stores are flat: one paged listing of the prefix returns every file below it,

@@ -124,15 +124,6 @@ class AzureStore(DataLakeRenames, FlatBlobRenames):
             return FileStatus(self._url(container, key), 0, True)
         raise PathNotFoundError(f"not found: {path}", path)
 
-    def child_sizes(self, path: str) -> dict[str, int | None]:
-        return self._do(path, self._child_sizes, path)
-
-    def list_names(self, path: str) -> list[str]:
-        return list(self.child_sizes(path))
-
-    def count_children(self, path: str) -> int:
-        return len(self.child_sizes(path))
-
     async def _child_sizes(self, path: str) -> dict[str, int | None]:
         """``Store.child_sizes`` from the listing, without a status per blob: the checks of a
         directory moved whole (two listings a directory) spent most of the request loop's time

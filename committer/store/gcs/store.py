@@ -148,15 +148,6 @@ class GcsStore(GcsFolders):
                 raise StoreError(f"not a directory: {path}", path)
         return list(out.values())
 
-    def child_sizes(self, path: str) -> dict[str, int | None]:
-        return self._do(path, self._child_sizes, path)
-
-    def list_names(self, path: str) -> list[str]:
-        return list(self.child_sizes(path))
-
-    def count_children(self, path: str) -> int:
-        return len(self.child_sizes(path))
-
     async def _child_sizes(self, path: str) -> dict[str, int | None]:
         """``Store.child_sizes`` from one listing asking for names and sizes only: the checks
         of a directory moved whole (two listings a directory) built a full status of each
