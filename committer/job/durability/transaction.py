@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 
 from committer.config import CommitterConfig
-from committer.errors import JobConflictError, StoreError
+from committer.errors import JobConflictError, PathNotFoundError, StoreError
 from committer.job.durability import history, move_aside
 from committer.job.durability.absent_directories import (
     AbsentDirectories,
@@ -472,8 +472,7 @@ class CommitTransaction:
                 if owner is not None and owner != j.job_id:
                     # Keep the previous job's marker until this commit is final: rollback puts
                     # it back. A rename keeps it whole, and our marker replaces nothing.
-                    self.meta.replace_file(marker, self.layout.previous_success)
-                    kept_previous = True
+                    kept_previous = self._keep_previous_success(marker)
                 save_marker(summary)
         finally:
             if written is not None:
@@ -492,6 +491,19 @@ class CommitTransaction:
             self.journal = advance(self.meta, self.layout, self._journal(),
                                    State.CLEANING if final else State.SUCCESS_WRITTEN)
         return summary
+
+    def _keep_previous_success(self, marker: str) -> bool:
+        """Move the previous job's ``_SUCCESS`` into this job's directory; whether it is there.
+
+        Gone already is not a failure: an append takes no lock (``lock.mode=auto``), so another
+        commit to the same destination may have moved the same marker aside first (it keeps
+        it for its own rollback); a retried rename may also have moved it before its answer
+        was lost. What this job keeps is what its directory holds."""
+        try:
+            self.meta.replace_file(marker, self.layout.previous_success)
+            return True
+        except PathNotFoundError:
+            return self.meta.stat_or_none(self.layout.previous_success) is not None
 
     def committed(self) -> None:
         """Wait for the journal's last save of the commit proper (``success_written``, or

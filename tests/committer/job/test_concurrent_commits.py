@@ -24,7 +24,7 @@ import orjson
 import pytest
 
 from committer import CommitterConfig, JobCommitter, task_ids
-from committer.errors import CommitFailedError, JobConflictError
+from committer.errors import CommitFailedError, JobConflictError, PathNotFoundError
 from committer.job.durability.history import list_history
 from committer.job.durability.interrupted import interrupted_commits
 from committer.job.durability.lock import DestinationLock, LockClock
@@ -347,4 +347,62 @@ def test_last_writer_wins_replaces_and_a_rollback_restores_the_first(tmp_path: P
     tasks_b = _prepare(dest, JOB_B, {0: {"p=1/same.csv": b"from B"}})
     JobCommitter(str(dest), JOB_B, config=lww).commit(tasks_b)
     assert (dest / "p=1" / "same.csv").read_bytes() == b"from B"
+    assert not (dest / "_temporary").exists()
+
+
+class MarkerTakenFirst(CountingLocalStore):
+    """Another append to the same destination (no lock in ``lock.mode=auto``) moves the
+    previous ``_SUCCESS`` aside between this commit's read of its owner and its own move."""
+
+    def __init__(self, dest: Path) -> None:
+        super().__init__()
+        self.taken_to = dest / "_temporary" / "other job's previous _SUCCESS"
+
+    def replace_file(self, src: str, dst: str) -> None:
+        if src.endswith("/_SUCCESS") and not self.taken_to.exists():
+            self.taken_to.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(src, self.taken_to)
+        super().replace_file(src, dst)
+
+
+def test_an_append_whose_previous_success_another_commit_moved_first_still_commits(
+        tmp_path: Path) -> None:
+    # Seen in CI (Spark 3.5, three appends at once to one destination): the commit failed in
+    # save_success_marker with "rename source not found: .../_SUCCESS".
+    dest = tmp_path / "dest"
+    _existing(dest)
+    tasks_a = _prepare(dest, JOB_A, FILES_A)
+    tasks_b = _prepare(dest, JOB_B, FILES_B)
+    JobCommitter(str(dest), JOB_A, config=fast_config()).commit(tasks_a)
+    racing = MarkerTakenFirst(dest)
+    JobCommitter(str(dest), JOB_B, config=fast_config(),
+                 store=open_store(str(dest), fast_config(), backend=racing)).commit(tasks_b)
+    assert racing.taken_to.exists()  # the race did happen
+    assert orjson.loads((dest / "_SUCCESS").read_bytes())["jobId"] == JOB_B
+    assert _data(dest) == _serial(tmp_path, "serial", (JOB_A, False), (JOB_B, False))
+    assert {r.job_id for r in list_history(open_store(str(dest)), str(dest))} == {JOB_A, JOB_B}
+
+
+class MarkerMovedAnswerLost(CountingLocalStore):
+    """The move of the previous ``_SUCCESS`` is done, then reported as not found (a retry
+    after a lost answer)."""
+
+    def replace_file(self, src: str, dst: str) -> None:
+        super().replace_file(src, dst)
+        if src.endswith("/_SUCCESS"):
+            raise PathNotFoundError(f"rename source not found: {src}", src)
+
+
+def test_a_previous_success_moved_before_its_answer_was_lost_still_commits(
+        tmp_path: Path) -> None:
+    dest = tmp_path / "dest"
+    _existing(dest)
+    tasks_a = _prepare(dest, JOB_A, FILES_A)
+    tasks_b = _prepare(dest, JOB_B, FILES_B)
+    JobCommitter(str(dest), JOB_A, config=fast_config()).commit(tasks_a)
+    JobCommitter(str(dest), JOB_B, config=fast_config(),
+                 store=open_store(str(dest), fast_config(), backend=MarkerMovedAnswerLost())
+                 ).commit(tasks_b)
+    assert orjson.loads((dest / "_SUCCESS").read_bytes())["jobId"] == JOB_B
+    assert _data(dest) == _serial(tmp_path, "serial", (JOB_A, False), (JOB_B, False))
     assert not (dest / "_temporary").exists()
