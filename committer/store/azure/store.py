@@ -217,12 +217,15 @@ class AzureStore(DataLakeRenames, FlatBlobRenames):
             headers["if-none-match"] = "*"  # the service decides, atomically
         for name, value in (metadata or {}).items():
             headers[f"x-ms-meta-{name}"] = value
+        # A whole blob written over whatever is there is the same blob written twice: sent
+        # again at once if the connection closes before its answer (``http/connection.py``).
+        # Not a create-if-absent, whose repetition would find its own blob.
         response = await self._send(op, "PUT", container, key, headers=headers, body=data,
-                                    hedge=hedge)
+                                    hedge=hedge, idempotent=not exclusive)
         if response.status == 404 and response.header("x-ms-error-code") == "ContainerNotFound":
             await self._ensure_container(container)
             response = await self._send(op, "PUT", container, key, headers=headers, body=data,
-                                        hedge=hedge)
+                                        hedge=hedge, idempotent=not exclusive)
         return response
 
     async def _write(self, path: str, data: bytes, exclusive: bool) -> None:

@@ -233,12 +233,15 @@ class Connection(asyncio.Protocol):
 
     def _note_keep_alive(self, value: str) -> None:
         """``Keep-Alive: timeout=N``: the server closes this connection after N idle
-        seconds; stop reusing it a second before."""
+        seconds; stop reusing it after half of them. The server's idle time starts when it
+        wrote the answer, this client's when its loop handled it: with a loop seconds behind
+        (a loaded machine), a second's margin let a request go out on a connection the
+        server was closing."""
         for part in value.split(","):
             name, _, number = part.strip().partition("=")
             if name.strip().lower() == "timeout":
                 with contextlib.suppress(ValueError):
-                    self.idle_limit = min(self.idle_limit, max(0.0, float(number) - 1.0))
+                    self.idle_limit = min(self.idle_limit, max(0.0, float(number) / 2))
 
     def _over_limit(self, size: int) -> bool:
         """A body growing past ``max_body`` (one framed by chunks or by the end of the

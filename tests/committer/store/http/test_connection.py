@@ -122,6 +122,19 @@ def test_connections_are_reused() -> None:
     run(main)
 
 
+def test_a_connection_idle_for_half_the_server_s_keep_alive_is_not_reused() -> None:
+    """The server's idle clock starts when it wrote the answer, the client's when its loop
+    handled it: half the announced time is the margin for a loop that is behind."""
+    async def main() -> None:
+        async with serving(lambda head: ok(b"1", "Keep-Alive: timeout=3\r\n")) as (
+                server, pool):
+            await pool.request("GET", "/", {})
+            await asyncio.sleep(1.6)  # at least: past half of 3 s however late it wakes
+            await pool.request("GET", "/", {})
+            assert server.connections == 2
+    run(main)
+
+
 def test_body_split_across_packets_and_chunked_encoding() -> None:
     chunked = [b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhel",
                b"lo\r\n6;ext=1\r\n world\r\n0\r\n", b"\r\n"]
