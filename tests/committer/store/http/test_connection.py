@@ -33,9 +33,13 @@ class _Server:
         self.bodies: list[bytes] = []
         self.connections = 0
         self.server: asyncio.Server | None = None
+        self.handlers: set[asyncio.Task[None]] = set()
 
     async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
+        me = asyncio.current_task()
+        assert me is not None
+        self.handlers.add(me)
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
@@ -61,6 +65,7 @@ class _Server:
             return
         finally:
             writer.close()
+            self.handlers.discard(me)
 
     @property
     def port(self) -> int:
@@ -81,6 +86,9 @@ async def serving(reply: Reply, read_timeout: float = 30.0
     finally:
         await pool.close()
         server.server.close()
+        for task in server.handlers:  # a connection still open ends too (no pending task)
+            task.cancel()
+        await asyncio.gather(*server.handlers, return_exceptions=True)
         await server.server.wait_closed()
 
 

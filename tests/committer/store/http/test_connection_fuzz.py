@@ -361,6 +361,7 @@ class FuzzServer:
         self.scripts: dict[str, list[list[list[Action]]]] = {}
         self.opened: dict[str, int] = {}
         self.answers_served = 0
+        self._handlers: set[asyncio.Task[None]] = set()
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
@@ -371,6 +372,11 @@ class FuzzServer:
     def close(self) -> None:
         async def stop() -> None:
             self.server.close()
+            # the connections still open (a stalled answer) end too: a handler left pending
+            # when the loop closes is reported as destroyed
+            for task in self._handlers:
+                task.cancel()
+            await asyncio.gather(*self._handlers, return_exceptions=True)
             await self.server.wait_closed()
         asyncio.run_coroutine_threadsafe(stop(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
@@ -378,6 +384,9 @@ class FuzzServer:
         self.loop.close()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        me = asyncio.current_task()
+        assert me is not None
+        self._handlers.add(me)
         script: list[list[Action]] | None = None
         served = 0
         try:
@@ -421,6 +430,7 @@ class FuzzServer:
             return
         finally:
             writer.close()
+            self._handlers.discard(me)
 
 
 # -- running and judging -------------------------------------------------------------------------
