@@ -350,6 +350,17 @@ def test_last_writer_wins_replaces_and_a_rollback_restores_the_first(tmp_path: P
     assert not (dest / "_temporary").exists()
 
 
+def _append_after_a_through(dest: Path, backend: CountingLocalStore) -> None:
+    """Job A appends to a destination with data in it, then job B appends through
+    ``backend`` (which plays the other commit's part)."""
+    _existing(dest)
+    tasks_a = _prepare(dest, JOB_A, FILES_A)
+    tasks_b = _prepare(dest, JOB_B, FILES_B)
+    JobCommitter(str(dest), JOB_A, config=fast_config()).commit(tasks_a)
+    JobCommitter(str(dest), JOB_B, config=fast_config(),
+                 store=open_store(str(dest), fast_config(), backend=backend)).commit(tasks_b)
+
+
 class MarkerTakenFirst(CountingLocalStore):
     """Another append to the same destination (no lock in ``lock.mode=auto``) moves the
     previous ``_SUCCESS`` aside between this commit's read of its owner and its own move."""
@@ -370,13 +381,8 @@ def test_an_append_whose_previous_success_another_commit_moved_first_still_commi
     # Seen in CI (Spark 3.5, three appends at once to one destination): the commit failed in
     # save_success_marker with "rename source not found: .../_SUCCESS".
     dest = tmp_path / "dest"
-    _existing(dest)
-    tasks_a = _prepare(dest, JOB_A, FILES_A)
-    tasks_b = _prepare(dest, JOB_B, FILES_B)
-    JobCommitter(str(dest), JOB_A, config=fast_config()).commit(tasks_a)
     racing = MarkerTakenFirst(dest)
-    JobCommitter(str(dest), JOB_B, config=fast_config(),
-                 store=open_store(str(dest), fast_config(), backend=racing)).commit(tasks_b)
+    _append_after_a_through(dest, racing)
     assert racing.taken_to.exists()  # the race did happen
     assert orjson.loads((dest / "_SUCCESS").read_bytes())["jobId"] == JOB_B
     assert _data(dest) == _serial(tmp_path, "serial", (JOB_A, False), (JOB_B, False))
@@ -396,13 +402,7 @@ class MarkerMovedAnswerLost(CountingLocalStore):
 def test_a_previous_success_moved_before_its_answer_was_lost_still_commits(
         tmp_path: Path) -> None:
     dest = tmp_path / "dest"
-    _existing(dest)
-    tasks_a = _prepare(dest, JOB_A, FILES_A)
-    tasks_b = _prepare(dest, JOB_B, FILES_B)
-    JobCommitter(str(dest), JOB_A, config=fast_config()).commit(tasks_a)
-    JobCommitter(str(dest), JOB_B, config=fast_config(),
-                 store=open_store(str(dest), fast_config(), backend=MarkerMovedAnswerLost())
-                 ).commit(tasks_b)
+    _append_after_a_through(dest, MarkerMovedAnswerLost())
     assert orjson.loads((dest / "_SUCCESS").read_bytes())["jobId"] == JOB_B
     assert _data(dest) == _serial(tmp_path, "serial", (JOB_A, False), (JOB_B, False))
     assert not (dest / "_temporary").exists()
