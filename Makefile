@@ -168,7 +168,8 @@ test-crash-cloud: setup
 SPARK35_TESTS := tests/spark/test_writes.py tests/spark/test_engine.py \
 	tests/spark/test_overwrite_safety.py tests/spark/test_failures.py \
 	tests/spark/test_task_commit.py tests/spark/test_driver_crash.py tests/spark/test_build.py \
-	tests/spark/test_task_etags.py tests/spark/test_jvm_only_filesystem.py \
+	tests/spark/test_task_etags.py tests/spark/test_task_scan.py \
+	tests/spark/test_jvm_only_filesystem.py \
 	tests/spark/test_cloud_connectors.py tests/spark/test_hdfs.py
 test-spark35: $(if $(PARTS_READY),,setup-spark35)
 	@$(call timed,$(PYTHON35) -m pytest -q $(SPARK35_TESTS))

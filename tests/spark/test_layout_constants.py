@@ -55,6 +55,7 @@ def compiled_constants() -> dict[str, str | int]:
 
 def python_side() -> dict[str, str | int]:
     save_key = next(k.name for k in KEYS if k.attr == "manifest_save_attempts")
+    threads_key = next(k.name for k in KEYS if k.attr == "io_threads")
     return {
         "ManifestCommitProtocol.TEMPORARY_DIR": layout.TEMPORARY_DIR,
         "ManifestCommitProtocol.JOB_DIR_PREFIX": layout.JOB_DIR_PREFIX,
@@ -70,6 +71,8 @@ def python_side() -> dict[str, str | int]:
         "TaskManifestWriter.MANIFEST_TYPE": TASK_MANIFEST_TYPE,
         "TaskManifestWriter.SAVE_ATTEMPTS_KEY": save_key,
         "TaskManifestWriter.SAVE_ATTEMPTS_DEFAULT": CommitterConfig().manifest_save_attempts,
+        "TaskManifestWriter.IO_THREADS_KEY": threads_key,
+        "TaskManifestWriter.IO_THREADS_DEFAULT": CommitterConfig().io_threads,
         "TaskManifestWriter.STATUS_UNKNOWN": int(DirStatus.UNKNOWN),
     }
 

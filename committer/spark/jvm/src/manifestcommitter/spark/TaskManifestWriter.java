@@ -9,11 +9,19 @@ import java.nio.file.Files;
 import java.nio.file.LinkOption;
 import java.nio.file.Paths;
 import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.concurrent.CompletionService;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorCompletionService;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.fs.ChecksumFileSystem;
 import org.apache.hadoop.fs.EtagSource;
@@ -34,6 +42,9 @@ final class TaskManifestWriter {
       "org.apache.hadoop.mapreduce.lib.output.committer.manifest.files.TaskManifest/1";
   static final String SAVE_ATTEMPTS_KEY = "mapreduce.manifest.committer.manifest.save.attempts";
   static final int SAVE_ATTEMPTS_DEFAULT = 5;
+  /** Hadoop's key (and default) for a committer stage's store operations in flight. */
+  static final String IO_THREADS_KEY = "mapreduce.manifest.committer.io.threads";
+  static final int IO_THREADS_DEFAULT = 32;
   /** Hadoop's DirEntry status (EntryStatus ordinal) "unknown": job commit probes itself. */
   static final int STATUS_UNKNOWN = 0;
   /** Hadoop's path capability: a rename keeps the file's etag ({@code CommonPathCapabilities}). */
@@ -52,6 +63,8 @@ final class TaskManifestWriter {
   /** The walk's directories below the destination; the first {@code recorded} have entries. */
   private final List<Path> walk = new ArrayList<>();
   private int recorded;
+  /** Directories' listings fetched ahead, side by side ({@link #listTree}); else listed here. */
+  private Map<Path, FileStatus[]> listed = Map.of();
 
   TaskManifestWriter(Configuration conf) {
     this.conf = conf;
@@ -80,6 +93,7 @@ final class TaskManifestWriter {
         // A task that wrote nothing may never have had its directory created by the store.
         top = new FileStatus[0];
       }
+      listed = listTree(fs, workDir, top);
       for (FileStatus st : top) {
         if (st.isDirectory() && st.getPath().getName().equals(
             ManifestCommitProtocol.ABSOLUTE_SUBDIR)) {
@@ -98,8 +112,76 @@ final class TaskManifestWriter {
   }
 
   private FileStatus[] list(FileSystem fs, Path dir) throws IOException {
+    FileStatus[] fetched = listed.get(dir);
+    if (fetched != null) {
+      return fetched;
+    }
     stats.increment("op_list_status", 1);
     return fs.listStatus(dir);
+  }
+
+  /**
+   * Every directory's listing below {@code top}, fetched {@code io.threads} at a time, level by
+   * level as each listing names the next: on a cloud store each listing waits a round trip, and
+   * one after another they were most of a task's commit (a task writing into 100 partitions
+   * lists 101 directories: 3.9 s at 20 ms a request, sequentially). The walk then reads them
+   * here, in the same order as before, so the manifest is the same. Local disk too: a network
+   * mount's listing waits as well, and a local one's pool costs a few threads' start.
+   */
+  private Map<Path, FileStatus[]> listTree(FileSystem fs, Path workDir, FileStatus[] top)
+      throws IOException {
+    int threads = conf.getInt(IO_THREADS_KEY, IO_THREADS_DEFAULT);
+    long dirs = Arrays.stream(top).filter(FileStatus::isDirectory).count();
+    if (threads < 2 || dirs < 2) {
+      return Map.of();
+    }
+    Map<Path, FileStatus[]> out = new HashMap<>();
+    AtomicInteger named = new AtomicInteger();
+    ExecutorService pool = Executors.newFixedThreadPool(threads, r -> {
+      Thread t = new Thread(r, "manifest-task-scan-" + named.incrementAndGet());
+      t.setDaemon(true);
+      return t;
+    });
+    try {
+      CompletionService<Map.Entry<Path, FileStatus[]>> done =
+          new ExecutorCompletionService<>(pool);
+      int pending = 0;
+      for (FileStatus st : top) {
+        if (st.isDirectory()) {
+          Path dir = st.getPath();
+          done.submit(() -> Map.entry(dir, fs.listStatus(dir)));
+          pending++;
+        }
+      }
+      while (pending > 0) {
+        Map.Entry<Path, FileStatus[]> one = done.take().get();
+        pending--;
+        stats.increment("op_list_status", 1);
+        out.put(one.getKey(), one.getValue());
+        for (FileStatus child : one.getValue()) {
+          if (child.isDirectory()) {
+            Path dir = child.getPath();
+            done.submit(() -> Map.entry(dir, fs.listStatus(dir)));
+            pending++;
+          }
+        }
+      }
+      return out;
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new InterruptedIOException("interrupted listing " + workDir);
+    } catch (ExecutionException e) {
+      Throwable cause = e.getCause();
+      if (cause instanceof IOException) {
+        throw (IOException) cause;
+      }
+      if (cause instanceof RuntimeException) {
+        throw (RuntimeException) cause;
+      }
+      throw new IOException("listing " + workDir + " failed", cause);
+    } finally {
+      pool.shutdownNow();  // after a failure: the other listings are not waited for
+    }
   }
 
   private void visit(FileSystem fs, FileStatus st, Path parent) throws IOException {
