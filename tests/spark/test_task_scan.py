@@ -63,9 +63,11 @@ def _driver(spark: Any, dest: Path, loader: Any, settings: dict[str, str]) -> Ta
     return driver
 
 
-def _tree(root: Path, token: str) -> None:
+def _tree(root: Path, token: str, top: str) -> None:
     """Twelve partitions of two levels, a file beside them, an empty directory and a deep
-    one: entries at every level the walk records."""
+    one: entries at every level the walk records; all of it under ``top`` when given (one
+    directory at the top)."""
+    root = root / top
     for p in range(12):
         for q in range(2):
             part = root / f"p={token}{p}" / f"q={q}"
@@ -77,15 +79,15 @@ def _tree(root: Path, token: str) -> None:
     (root / "deep" / "a" / "b" / "c.txt").write_bytes(b"c")
 
 
-def _set_up_task(spark: Any, dest: Path, loader: Any, token: str, settings: dict[str, str]
-                 ) -> tuple[TaskDriver, Any, Path]:
+def _set_up_task(spark: Any, dest: Path, loader: Any, token: str, settings: dict[str, str],
+                 top: str = "") -> tuple[TaskDriver, Any, Path]:
     """A job set up and one attempt's directory filled; the driver, the attempt and where its
     manifest goes."""
     driver = _driver(spark, dest, loader, settings)
     driver.protocol.setupJob(driver.job_ctx)
     ctx = driver.task(0, 0)
     driver.protocol.setupTask(ctx)
-    _tree(driver.attempt_dir(ctx), token)
+    _tree(driver.attempt_dir(ctx), token, top)
     manifest = Path(JobLayout(str(dest), driver.job_id).manifest_path(
         str(ctx.getTaskAttemptID().getTaskID())))
     return driver, ctx, manifest
@@ -105,8 +107,10 @@ def _relative(doc: dict[str, Any], dest: Path, work: Path) -> dict[str, Any]:
             "listings": doc["iostatistics"]["counters"]["op_list_status"]}
 
 
+@pytest.mark.parametrize("top", ["", "year=2024"], ids=["partitions", "under one directory"])
 def test_listings_side_by_side_give_the_manifest_of_listings_one_by_one(
-        spark: Any, spark_work_dir: Path, no_coordinator: None, hooks_loader: Any) -> None:
+        spark: Any, spark_work_dir: Path, no_coordinator: None, hooks_loader: Any,
+        top: str) -> None:
     token = uuid.uuid4().hex[:8]
     docs = []
     for name, settings in (
@@ -115,7 +119,7 @@ def test_listings_side_by_side_give_the_manifest_of_listings_one_by_one(
             # one after another they never would be, and the commit would fail
             ("side by side", {IO_THREADS: "4", MEET_PREFIX: f"p={token}", MEET_COUNT: "4"})):
         dest = spark_work_dir / f"scan {name} {token}"
-        driver, ctx, manifest = _set_up_task(spark, dest, hooks_loader, token, settings)
+        driver, ctx, manifest = _set_up_task(spark, dest, hooks_loader, token, settings, top)
         driver.protocol.commitTask(ctx)
         doc = orjson.loads(manifest.read_bytes())
         docs.append(_relative(doc, dest, driver.attempt_dir(ctx)))
@@ -123,8 +127,9 @@ def test_listings_side_by_side_give_the_manifest_of_listings_one_by_one(
     sequential, parallel = docs
     assert parallel == sequential
     assert len(sequential["files"]) == 12 * 2 + 2
-    # the attempt directory, 12 partitions and their 24 subdirectories, empty, deep and its two
-    assert sequential["listings"] == 1 + 12 + 24 + 1 + 3
+    # the attempt directory, (year=2024,) 12 partitions and their 24 subdirectories, empty,
+    # deep and its two
+    assert sequential["listings"] == 1 + (1 if top else 0) + 12 + 24 + 1 + 3
 
 
 def test_a_failed_listing_fails_the_task_commit_and_saves_no_manifest(

@@ -126,13 +126,14 @@ final class TaskManifestWriter {
    * one after another they were most of a task's commit (a task writing into 100 partitions
    * lists 101 directories: 3.9 s at 20 ms a request, sequentially). The walk then reads them
    * here, in the same order as before, so the manifest is the same. Local disk too: a network
-   * mount's listing waits as well, and a local one's pool costs a few threads' start.
+   * mount's listing waits as well, and a local one's pool costs a few threads' start. One
+   * directory at the top is enough: {@code year=2024/month=1..12} lists its months together.
    */
   private Map<Path, FileStatus[]> listTree(FileSystem fs, Path workDir, FileStatus[] top)
       throws IOException {
     int threads = conf.getInt(IO_THREADS_KEY, IO_THREADS_DEFAULT);
     long dirs = Arrays.stream(top).filter(FileStatus::isDirectory).count();
-    if (threads < 2 || dirs < 2) {
+    if (threads < 2 || dirs == 0) {
       return Map.of();
     }
     Map<Path, FileStatus[]> out = new HashMap<>();
