@@ -6,6 +6,7 @@ import json
 import os
 import select
 import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -22,6 +23,22 @@ OUR_COMMITTER_NAMES = ("spark-manifest-committer",)
 #: how long a test waits for what must happen by itself (a process ending, Spark's listeners
 #: catching up): reached only when it does not, so the machine's speed never decides a test
 WAIT_S = 300.0
+
+
+def compile_test_filesystem(spark: Any, source: Path, out: Path) -> Any:
+    """A class loader of the driver's JVM that knows the test filesystem compiled from
+    ``source`` (tests/spark/jvm) into ``out``; needs a JDK."""
+    from committer.spark import build
+
+    javac = build.find_javac()
+    assert javac is not None
+    subprocess.run([javac, "-nowarn", "-cp", f"{build.spark_jars_dir()}/*", "-d", str(out),
+                    str(source)], check=True, capture_output=True)
+    jvm = spark.sparkContext._jvm
+    urls = spark.sparkContext._gateway.new_array(jvm.java.net.URL, 1)
+    urls[0] = jvm.java.io.File(str(out)).toURI().toURL()
+    return jvm.java.net.URLClassLoader(urls, jvm.java.lang.Thread.currentThread()
+                                       .getContextClassLoader())
 
 
 @contextmanager

@@ -30,6 +30,17 @@ class TaskDriver:
         mr = self.jvm.org.apache.hadoop.mapreduce
         self.job_ctx = mr.task.JobContextImpl(self.conf, mr.JobID(JT, 7))
 
+    def use_file_filesystem(self, loader: Any, fs_class: str, settings: dict[str, str]) -> None:
+        """The job and its attempts reach ``file:`` through ``fs_class`` (a test filesystem
+        ``loader`` knows), uncached so that ``settings`` are what it reads."""
+        self.conf.setClassLoader(loader)
+        self.conf.set("fs.file.impl", fs_class)
+        self.conf.setBoolean("fs.file.impl.disable.cache", True)
+        for key, value in settings.items():
+            self.conf.set(key, value)
+        mr = self.jvm.org.apache.hadoop.mapreduce
+        self.job_ctx = mr.task.JobContextImpl(self.conf, mr.JobID(JT, 7))  # it copies the conf
+
     def task(self, task: int, attempt: int) -> Any:
         mr = self.jvm.org.apache.hadoop.mapreduce
         attempt_id = mr.TaskAttemptID(JT, 7, mr.TaskType.MAP, task, attempt)

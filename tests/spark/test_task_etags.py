@@ -8,7 +8,6 @@ compiled here and installed as ``fs.file.impl`` in the task attempts' configurat
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from committer import statistics as st
 from committer.layout import JobLayout, basename
 from committer.spark import build
 from manifest_schema.uris import uri_to_location
+from tests.spark.helpers import compile_test_filesystem
 from tests.spark.task_driver import TaskDriver
 
 pytestmark = [pytest.mark.spark,
@@ -32,27 +32,12 @@ PRESERVED = "test.etagfs.etags.preserved.in.rename"
 
 @pytest.fixture(scope="module")
 def etag_fs_loader(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """A class loader of the driver's JVM that knows the test filesystem."""
-    javac = build.find_javac()
-    assert javac is not None
-    out = tmp_path_factory.mktemp("etagfs-classes")
-    subprocess.run([javac, "-nowarn", "-cp", f"{build.spark_jars_dir()}/*", "-d", str(out),
-                    str(SOURCE)], check=True, capture_output=True)
-    jvm = spark.sparkContext._jvm
-    urls = spark.sparkContext._gateway.new_array(jvm.java.net.URL, 1)
-    urls[0] = jvm.java.io.File(str(out)).toURI().toURL()
-    return jvm.java.net.URLClassLoader(urls, jvm.java.lang.Thread.currentThread()
-                                       .getContextClassLoader())
+    return compile_test_filesystem(spark, SOURCE, tmp_path_factory.mktemp("etagfs-classes"))
 
 
 def _driver(spark: Any, dest: Path, loader: Any, *, preserved: bool) -> TaskDriver:
     driver = TaskDriver(spark, dest)
-    driver.conf.setClassLoader(loader)
-    driver.conf.set("fs.file.impl", FS_CLASS)
-    driver.conf.setBoolean("fs.file.impl.disable.cache", True)
-    driver.conf.setBoolean(PRESERVED, preserved)
-    mr = driver.jvm.org.apache.hadoop.mapreduce
-    driver.job_ctx = mr.task.JobContextImpl(driver.conf, mr.JobID("20240102000000", 7))
+    driver.use_file_filesystem(loader, FS_CLASS, {PRESERVED: str(preserved).lower()})
     return driver
 
 

@@ -10,7 +10,6 @@ task attempts' configuration only.
 
 from __future__ import annotations
 
-import subprocess
 import uuid
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,8 @@ import pytest
 from committer.layout import JobLayout
 from committer.spark import build
 from manifest_schema.uris import uri_to_location
-from tests.spark.task_driver import JT, TaskDriver
+from tests.spark.helpers import compile_test_filesystem
+from tests.spark.task_driver import TaskDriver
 
 pytestmark = [pytest.mark.spark,
               pytest.mark.skipif(build.find_javac() is None,
@@ -38,29 +38,8 @@ MEET_COUNT = "test.listing.meet.count"
 
 @pytest.fixture(scope="module")
 def hooks_loader(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """A class loader of the driver's JVM that knows the test filesystem."""
-    javac = build.find_javac()
-    assert javac is not None
-    out = tmp_path_factory.mktemp("listing-hooks-classes")
-    subprocess.run([javac, "-nowarn", "-cp", f"{build.spark_jars_dir()}/*", "-d", str(out),
-                    str(SOURCE)], check=True, capture_output=True)
-    jvm = spark.sparkContext._jvm
-    urls = spark.sparkContext._gateway.new_array(jvm.java.net.URL, 1)
-    urls[0] = jvm.java.io.File(str(out)).toURI().toURL()
-    return jvm.java.net.URLClassLoader(urls, jvm.java.lang.Thread.currentThread()
-                                       .getContextClassLoader())
-
-
-def _driver(spark: Any, dest: Path, loader: Any, settings: dict[str, str]) -> TaskDriver:
-    driver = TaskDriver(spark, dest)
-    driver.conf.setClassLoader(loader)
-    driver.conf.set("fs.file.impl", FS_CLASS)
-    driver.conf.setBoolean("fs.file.impl.disable.cache", True)  # the settings below are read
-    for key, value in settings.items():
-        driver.conf.set(key, value)
-    mr = driver.jvm.org.apache.hadoop.mapreduce
-    driver.job_ctx = mr.task.JobContextImpl(driver.conf, mr.JobID(JT, 7))
-    return driver
+    return compile_test_filesystem(spark, SOURCE,
+                                   tmp_path_factory.mktemp("listing-hooks-classes"))
 
 
 def _tree(root: Path, token: str, top: str) -> None:
@@ -83,7 +62,8 @@ def _set_up_task(spark: Any, dest: Path, loader: Any, token: str, settings: dict
                  top: str = "") -> tuple[TaskDriver, Any, Path]:
     """A job set up and one attempt's directory filled; the driver, the attempt and where its
     manifest goes."""
-    driver = _driver(spark, dest, loader, settings)
+    driver = TaskDriver(spark, dest)
+    driver.use_file_filesystem(loader, FS_CLASS, settings)
     driver.protocol.setupJob(driver.job_ctx)
     ctx = driver.task(0, 0)
     driver.protocol.setupTask(ctx)
