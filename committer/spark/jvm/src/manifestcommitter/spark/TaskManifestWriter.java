@@ -132,8 +132,7 @@ final class TaskManifestWriter {
   private Map<Path, FileStatus[]> listTree(FileSystem fs, Path workDir, FileStatus[] top)
       throws IOException {
     int threads = conf.getInt(IO_THREADS_KEY, IO_THREADS_DEFAULT);
-    long dirs = Arrays.stream(top).filter(FileStatus::isDirectory).count();
-    if (threads < 2 || dirs == 0) {
+    if (threads < 2 || Arrays.stream(top).noneMatch(FileStatus::isDirectory)) {
       return Map.of();
     }
     Map<Path, FileStatus[]> out = new HashMap<>();
