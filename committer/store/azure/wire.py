@@ -210,8 +210,8 @@ def delete_results(response: Response, urls: Sequence[str]) -> tuple[list[StoreE
         ids = request_ids(response)
         raise StoreError(f"unreadable Blob Batch answer: {e}" + (f" ({ids})" if ids else "")
                          ) from None
-    out: list[StoreError | None] = [
-        TransientStoreError(f"no answer in the batch for {url}", url) for url in urls]
+    out: list[StoreError | None] = [None] * len(urls)
+    answered = [False] * len(urls)
     throttled = 0
     for answer in answers:
         try:
@@ -220,10 +220,14 @@ def delete_results(response: Response, urls: Sequence[str]) -> tuple[list[StoreE
             continue
         if not 0 <= i < len(urls):
             continue
+        answered[i] = True
         if answer.status in (200, 202, 404):  # 404: already gone, as wanted
             out[i] = None
             continue
         throttled += is_throttle(answer.response)
         answer.response.request_id = response.request_id  # the batch's: the one sent
         out[i] = azure_error(answer.response, urls[i], "delete")
+    for i, url in enumerate(urls):  # an error made only for a delete left without an answer
+        if not answered[i]:
+            out[i] = TransientStoreError(f"no answer in the batch for {url}", url)
     return out, throttled

@@ -387,8 +387,7 @@ class GcsBatches(GcsRenames):
             parts = parse_batch_response(response.header("content-type"), response.body)
         except ValueError as e:
             raise BatchRefused(f"unreadable answer to a batch of {len(calls)}: {e}") from None
-        out: list[Response | BaseException] = [
-            TransientStoreError(f"no answer in the batch for {name}", name) for name in names]
+        answered: list[Response | None] = [None] * len(calls)
         throttled = 0
         for part in parts:
             try:
@@ -396,8 +395,14 @@ class GcsBatches(GcsRenames):
             except ValueError:
                 continue
             if 0 <= i < len(calls):
-                out[i] = part.response
+                answered[i] = part.response
                 throttled += part.status in _THROTTLE_STATUS
+        # an error made only for a call left without an answer (one per call, every batch,
+        # was CPU spent for nothing)
+        out: list[Response | BaseException] = [
+            r if r is not None else TransientStoreError(
+                f"no answer in the batch for {name}", name)
+            for r, name in zip(answered, names, strict=True)]
         if throttled:  # throttled calls steer the limit as their share of a request
             self._limit.throttled_answer(epoch, throttled, len(calls))
         return out

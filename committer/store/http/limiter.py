@@ -71,7 +71,12 @@ HyStart++ (RFC 9406) ends it: when the fastest answer of a window is slower than
 of the window before by an eighth (at least 4 ms, at most 16 ms), every request is waiting
 in a queue. Growth then goes on at a quarter of its pace for a few windows and returns to
 slow start if the latency falls back (the exit was a passing hiccup), else continues as
-the increase below.
+the increase below. Neither grows while the service is slowed as a whole (``strain.py``: the
+fastest answers of two windows in a row far above the fastest seen): the limit holds where it
+is until the queue drains. The windows of a large limit are long, and on Azurite (a queue
+served one request at a time) a 2,000-file commit otherwise went on growing at a quarter
+pace from 256 to 1,013 places, 805 requests and as many connections in flight at once, for
+the throughput 340 reach (the client's CPU 0.65-0.72 s held against 0.49-0.54 s).
 
 Only throttled answers (the service says it did not do the request) cut the limit or the
 pace; errors and lost connections do not, nor does latency. ``maximum`` is the configured
@@ -262,7 +267,9 @@ class AdaptiveLimit:
                 self._span_refused += parts  # not a request sent before the pace was cut
         else:
             self._span_served += parts
-        if not throttled and self.limit < self.maximum:
+        # no growth while the service is slowed as a whole (every answer waits in a queue):
+        # a place more then only lengthens the queue and opens a connection
+        if not throttled and self.limit < self.maximum and not self.strain.slowed:
             self._credit += 1
             step = (CSS_STEP if self._css else 1) if self._slow_start else self._growth_step()
             if self._credit >= step:
