@@ -4,6 +4,7 @@ service's ``x-ms-request-id`` (what a support ticket asks for). On the simulated
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Iterator
 
@@ -26,6 +27,25 @@ def sim() -> Iterator[CloudSim]:
 def test_client_request_ids_are_fresh_uuid4s() -> None:
     ids = {client_request_id() for _ in range(1000)}
     assert len(ids) == 1000 and all(_UUID4.fullmatch(i) for i in ids)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_forked_process_draws_ids_of_its_own() -> None:
+    # PySpark's workers are forked from one daemon: each must not repeat its parent's ids
+    client_request_id()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next ids, to the parent
+        try:
+            os.write(write, " ".join(client_request_id() for _ in range(100)).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        child = set(pipe.read().split())
+    os.waitpid(pid, 0)
+    parent = {client_request_id() for _ in range(100)}
+    assert len(child) == 100 and not child & parent
 
 
 def test_a_failure_names_both_request_ids(sim: CloudSim, caplog: pytest.LogCaptureFixture

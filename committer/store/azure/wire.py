@@ -14,7 +14,7 @@ import binascii
 import contextlib
 import logging
 import math
-import os
+import random
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from email.utils import parsedate_to_datetime
@@ -74,9 +74,13 @@ def _message(response: Response) -> str:
 
 
 def client_request_id() -> str:
-    """A random (version 4) UUID for ``x-ms-client-request-id``, at half the cost of
-    ``str(uuid.uuid4())`` (one is made per request)."""
-    h = os.urandom(16).hex()
+    """A random (version 4) UUID for ``x-ms-client-request-id`` (one is made per request).
+    It names a request in logs and support tickets, a correlation id, not a secret: drawn
+    from ``random`` (seeded from the system's entropy, again in a forked child), not
+    ``os.urandom``, whose system call lets go of the GIL. Once a request, that let the
+    request loop's thread lose it and wait to take it back: on Azurite a 2,000-file commit
+    made 600-700 more voluntary context switches."""
+    h = f"{random.getrandbits(128):032x}"
     return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{'89ab'[int(h[16], 16) & 3]}{h[17:20]}-{h[20:]}"
 
 
