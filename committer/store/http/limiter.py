@@ -76,7 +76,7 @@ fastest answers of two windows in a row far above the fastest seen): the limit h
 is until the queue drains. The windows of a large limit are long, and on Azurite (a queue
 served one request at a time) a 2,000-file commit otherwise went on growing at a quarter
 pace from 256 to 1,013 places, 805 requests and as many connections in flight at once, for
-the throughput 340 reach (the client's CPU 0.65-0.72 s held against 0.49-0.54 s).
+the throughput 340 reach (the client's CPU 0.65-0.72 s; held, 0.49-0.54 s).
 
 Only throttled answers (the service says it did not do the request) cut the limit or the
 pace; errors and lost connections do not, nor does latency. ``maximum`` is the configured
