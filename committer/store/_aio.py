@@ -31,7 +31,7 @@ from committer.errors import PathNotFoundError, StoreError, TransientStoreError
 from committer.store.base import FileStatus, Identity, Store, UploadOnClose
 from committer.store.http import loop as _loop
 from committer.store.http.hedge import Hedger
-from committer.store.http.limiter import AdaptiveLimit
+from committer.store.http.limiter import AdaptiveLimit, begin_unit
 
 T = TypeVar("T")
 X = TypeVar("X")
@@ -83,6 +83,13 @@ async def map_bounded(
     workers = max(1, min(limit, len(items)))
     await asyncio.gather(*(worker() for _ in range(workers)))
     return results
+
+
+async def _as_unit(fn: Callable[..., Coroutine[Any, Any, T]], *args: Any) -> T:
+    """``fn(*args)`` as one unit of work of the store's limit (``limiter.begin_unit``): a
+    batch's requests wait for places after those of batches begun before it."""
+    begin_unit()
+    return await fn(*args)
 
 
 async def beside(first: Awaitable[T], second: Awaitable[R]) -> tuple[T, R | BaseException]:
@@ -469,7 +476,7 @@ class AsyncStore(Store):
         pairs = [(e[0], e[1]) for e in entries[start:]]
         # what proves a rename done, to race its tail by (a small commit's only)
         identities = [(e[2], e[3]) for e in entries[start:]] if self._races else []
-        results = run(self._loop, self._rename_batch, pairs, identities)
+        results = run(self._loop, _as_unit, self._rename_batch, pairs, identities)
         failures = [(start + k, self._as_store_error(r, pairs[k]))
                     for k, r in enumerate(results) if r is not None]
         return len(entries), failures

@@ -25,6 +25,7 @@ from committer import statistics as st
 from committer.config import CommitterConfig
 from committer.errors import PathNotFoundError
 from committer.store import ManagedStore, open_store
+from committer.store.azure.store import EARLY_DELETES
 from committer.store.http.hedge import SHARE
 from committer.testing.cloud_sim import CloudSim, start_cloud_sim
 from tests.committer.helpers import PinnedStrain as Pinned
@@ -98,12 +99,17 @@ def test_a_strained_service_gets_batches_and_no_race(service: str) -> None:
         pin_strain(store, Pinned(True))
         hedger = store.backend.hedger  # type: ignore[attr-defined]
         store.rename_batch(entries)
-        assert _top_level(sim, _DELETE[service]) == 0 and _top_level(sim, _BATCH[service]) >= 1
         if service == "gcs":
+            assert _top_level(sim, "delete_object") == 0 and _top_level(sim, "gcs_batch") >= 1
             # the first file alone learns that the move API is missing; the rest in batches
             assert _top_level(sim, "rewrite") <= 1
         else:
             assert _top_level(sim, "copy_blob") == 120  # a Blob Batch carries deletes only
+            # the copied sources in groups of at least EARLY_DELETES while the other copies
+            # go on, the rest at the end (a single one as a plain Delete)
+            deletes = _top_level(sim, "blob_batch") + _top_level(sim, "delete_blob")
+            assert _top_level(sim, "blob_batch") >= 1 and _top_level(sim, "delete_blob") <= 1
+            assert 2 <= deletes <= -(-120 // EARLY_DELETES)
         assert hedger.hedged == 0
         assert _renamed(store, entries)
 
@@ -132,6 +138,26 @@ def test_a_refusing_service_gets_batches_too() -> None:
         store.rename_batch(entries)
         assert _top_level(sim, "delete_blob") == 0 and _top_level(sim, "blob_batch") >= 1
         assert _renamed(store, entries)
+
+
+@pytest.mark.parametrize("service", ["blob", "gcs"])
+def test_a_batch_of_deletes_failing_unforeseen_leaves_its_files_not_renamed(
+        service: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Blob Batch or GCS batch request of the sources' deletes that fails with an error the
+    store does not know: none of its files counts as renamed (their sources may stand)."""
+    with _renames(service, 80, latency_ms=1.0) as (_, store, entries):
+        pin_strain(store, Pinned(True))
+
+        async def broken(*_: object) -> None:
+            raise RuntimeError("unforeseen")
+
+        monkeypatch.setattr(store.backend, "_batch_delete", broken)
+        done, failures = store.backend.rename_batch(entries)
+        assert done == 80
+        failed = {k for k, _ in failures}
+        # every file whose source went in a batch is failed; one left alone may be deleted
+        assert len(failed) >= 80 - 1
+        assert all("unforeseen" in str(e) for _, e in failures)
 
 
 # -- a whole commit: its requests and races in _SUCCESS ------------------------------------------

@@ -143,7 +143,11 @@ class FlatBlobRenames(AzureAccount):
             for i, error in zip(group, answers, strict=True):
                 results[i] = error
 
-        await map_bounded(one_batch, groups, self.concurrency)
+        for group, error in zip(groups, await map_bounded(one_batch, groups, self.concurrency),
+                                strict=True):
+            if error is not None:  # not a store's error: none of the group known deleted
+                for i in group:
+                    results[i] = error
         return results
 
     async def _delete_each(self, blobs: Sequence[tuple[str, str]]) -> list[BaseException | None]:

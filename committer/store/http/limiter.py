@@ -78,6 +78,9 @@ served one request at a time) a 2,000-file commit otherwise went on growing at a
 pace from 256 to 1,013 places, 805 requests and as many connections in flight at once, for
 the throughput 340 reach (the client's CPU 0.65-0.72 s; held, 0.49-0.54 s).
 
+Requests waiting for a place are given one by unit of work (``begin_unit``: a batch of
+renames), the unit begun first first, not first come, first served.
+
 Only throttled answers (the service says it did not do the request) cut the limit or the
 pace; errors and lost connections do not, nor does latency. ``maximum`` is the configured
 concurrency: latency x rate of the account (``docs/stores.md``).
@@ -91,13 +94,15 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
+import contextvars
+import heapq
+import itertools
 import math
 import time
 
 from committer.store.http.strain import Strain
 
-__all__ = ["AdaptiveLimit", "Place"]
+__all__ = ["AdaptiveLimit", "Place", "begin_unit"]
 
 GROWTH = 16
 #: near the limit the last cut left (within this share of it), growth is one place per GENTLE
@@ -138,6 +143,25 @@ PACE_GROWTH = 0.25
 PACE_BURST_S = 0.02
 PACE_TICK_S = 0.002
 
+#: the order of the units of work and of the requests waiting for a place (shared by every
+#: limit of the process: only its order matters)
+_ORDER = itertools.count()
+#: the unit of work the running task's requests belong to (``begin_unit``), or none
+_UNIT: contextvars.ContextVar[int | None] = contextvars.ContextVar("committer_unit",
+                                                                   default=None)
+
+
+def begin_unit() -> None:
+    """The requests this task sends from now on, and the tasks it starts, are one unit of
+    work (a batch of renames): while requests wait for a place, those of the unit begun first
+    are given places first, each unit's in the order they came; a request of no unit is a
+    unit of its own, begun when it came. Plain first come, first served gave every batch in
+    flight an equal share: all of them finished together at the end, each having held its
+    half-done renames (copied, the source not yet deleted) until then. In the order of their
+    units, the first batches finish first, the second half of each rename (the source's
+    delete) goes ahead of later batches' copies, and the service is kept as busy as before."""
+    _UNIT.set(next(_ORDER))
+
 
 class AdaptiveLimit:
     """Admission of requests on one event loop; ``acquire`` waits while the limit is reached."""
@@ -161,8 +185,9 @@ class AdaptiveLimit:
         self._answered = 0
         self._refused = 0.0
         self._window = self.limit  # answers that make this window: the limit as it began
-        #: requests waiting for a place, each with its cost in the pace's tokens
-        self._waiters: collections.deque[tuple[asyncio.Future[None], int]] = collections.deque()
+        #: requests waiting for a place (a heap: by unit, then by arrival), each with its
+        #: cost in the pace's tokens
+        self._waiters: list[tuple[int, int, asyncio.Future[None], int]] = []
         # the limit the last cut left (the estimate of the account's rate; 0: no cut yet),
         # and which of the last CLEAN_OF windows had no refusal (a bit each, newest lowest)
         self._ceiling = 0
@@ -210,8 +235,10 @@ class AdaptiveLimit:
             self.in_flight += 1
             return self._epoch
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        entry = (waiter, cost)
-        self._waiters.append(entry)
+        arrival = next(_ORDER)
+        unit = _UNIT.get()
+        entry = (arrival if unit is None else unit, arrival, waiter, cost)
+        heapq.heappush(self._waiters, entry)
         if self.in_flight < self.limit:
             self._wake_later()  # the pace holds it: no answer may come to wake it
         try:
@@ -220,9 +247,9 @@ class AdaptiveLimit:
             if waiter.done() and not waiter.cancelled():
                 self.in_flight -= 1  # hand back the place it was given
                 self._wake()
-            else:
-                with contextlib.suppress(ValueError):
-                    self._waiters.remove(entry)
+            elif entry in self._waiters:
+                self._waiters.remove(entry)
+                heapq.heapify(self._waiters)
             raise
         return self._epoch
 
@@ -449,16 +476,17 @@ class AdaptiveLimit:
         self.history.append((time.monotonic(), self.limit))
 
     def _wake(self) -> None:
-        while self.in_flight < self.limit and self._waiters:
-            waiter, cost = self._waiters[0]
+        waiters = self._waiters
+        while self.in_flight < self.limit and waiters:
+            _, _, waiter, cost = waiters[0]
             if waiter.done():
-                self._waiters.popleft()  # cancelled
+                heapq.heappop(waiters)  # cancelled
                 continue
             if self.rate and not self._token(cost):
                 self._wake_later()
                 return
             self.in_flight += 1
-            self._waiters.popleft()
+            heapq.heappop(waiters)
             waiter.set_result(None)
 
 

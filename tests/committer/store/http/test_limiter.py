@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from committer.store.http.limiter import GROWTH, MAX_CUT, AdaptiveLimit
+from committer.store.http.limiter import GROWTH, MAX_CUT, AdaptiveLimit, begin_unit
 from tests.committer.store.http.virtual_time import VirtualTimeLoop, run_virtual
 
 
@@ -113,6 +113,47 @@ def test_waiters_are_admitted_as_places_free_and_cancelled_ones_give_theirs_back
             await waiters[1]
 
     asyncio.run(main())
+
+
+def test_waiting_requests_get_places_by_the_unit_of_work_begun_first() -> None:
+    """Two batches of requests wait for places: the one begun first gets them all before the
+    later one, its requests sent after the later one's too; a request of no unit is a unit
+    of its own, begun when it came."""
+    limit = AdaptiveLimit(1, initial=1, minimum=1)
+    order: list[str] = []
+
+    async def request(name: str) -> None:
+        epoch = await limit.acquire()
+        order.append(name)
+        await asyncio.sleep(0)
+        limit.release(epoch)
+
+    async def batch(name: str, more: asyncio.Event) -> None:
+        begin_unit()  # this task's requests, and its tasks', are one unit
+        sent = [asyncio.ensure_future(request(f"{name}{k}")) for k in range(2)]
+        await more.wait()
+        sent += [asyncio.ensure_future(request(f"{name}{k}")) for k in range(2, 4)]
+        await asyncio.gather(*sent)
+
+    async def main() -> None:
+        held = await limit.acquire()
+        more_a, more_b = asyncio.Event(), asyncio.Event()
+        a = asyncio.ensure_future(batch("a", more_a))
+        await asyncio.sleep(0)
+        b = asyncio.ensure_future(batch("b", more_b))
+        await asyncio.sleep(0)
+        alone = asyncio.ensure_future(request("alone"))
+        more_b.set()
+        await asyncio.sleep(0)
+        more_a.set()  # a's last two come after every other request
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert order == [] and limit.in_flight == 1
+        limit.release(held)
+        await asyncio.gather(a, b, alone)
+
+    asyncio.run(main())
+    assert order == ["a0", "a1", "a2", "a3", "b0", "b1", "b2", "b3", "alone"]
 
 
 def test_a_batch_s_throttled_sub_requests_count_as_their_share_of_a_refusal() -> None:
