@@ -136,18 +136,14 @@ class FlatBlobRenames(AzureAccount):
         async def one_batch(group: list[int]) -> None:
             try:
                 answers = await self._batch_delete([blobs[i] for i in group])
-            except StoreError as e:
+            except Exception as e:  # a store's error or not: none of the group known deleted
                 for i in group:
                     results[i] = e
                 return
             for i, error in zip(group, answers, strict=True):
                 results[i] = error
 
-        for group, error in zip(groups, await map_bounded(one_batch, groups, self.concurrency),
-                                strict=True):
-            if error is not None:  # not a store's error: none of the group known deleted
-                for i in group:
-                    results[i] = error
+        await map_bounded(one_batch, groups, self.concurrency)
         return results
 
     async def _delete_each(self, blobs: Sequence[tuple[str, str]]) -> list[BaseException | None]:

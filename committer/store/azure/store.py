@@ -329,9 +329,9 @@ class AzureStore(DataLakeRenames, FlatBlobRenames):
         # copy before the first delete held each of the batch's files twice until its end,
         # and a service whose delete costs more the more blobs it holds (Azurite scans them
         # all) spent most of the commit on those deletes.
-        sources: list[tuple[str, str] | None] = [None] * len(pairs)
         deleted: list[BaseException | None] = [None] * len(pairs)
-        copied: list[int] = []  # copies done whose source's delete is not sent yet
+        # (index, source) of the copies done whose source's delete is not sent yet
+        copied: list[tuple[int, tuple[str, str]]] = []
         deleting = False
 
         async def delete_copied(at_least: int) -> None:
@@ -341,12 +341,12 @@ class AzureStore(DataLakeRenames, FlatBlobRenames):
                 while len(copied) >= at_least:
                     group = copied[:BATCH_LIMIT]
                     del copied[:BATCH_LIMIT]
-                    doomed = [s for i in group if (s := sources[i]) is not None]
                     try:
-                        errors = await self._delete_sources(doomed, self._delete_many)
+                        errors = await self._delete_sources([s for _, s in group],
+                                                            self._delete_many)
                     except Exception as e:  # not one of them known deleted
                         errors = [e] * len(group)
-                    for i, error in zip(group, errors, strict=True):
+                    for (i, _), error in zip(group, errors, strict=True):
                         deleted[i] = error
             finally:
                 deleting = False
@@ -354,7 +354,7 @@ class AzureStore(DataLakeRenames, FlatBlobRenames):
         async def copy(i: int) -> None:
             src, dst = pairs[i]
             proof = self._renamed_proof(dst, identities[i]) if identities else None
-            source = sources[i] = await self._copy(src, dst, False, proof)
+            source = await self._copy(src, dst, False, proof)
             if source is None:
                 return
             if self._each_alone:
@@ -362,7 +362,7 @@ class AzureStore(DataLakeRenames, FlatBlobRenames):
                 if error is not None:
                     raise error
                 return
-            copied.append(i)
+            copied.append((i, source))
             if not deleting:  # else the request in flight's sender takes it next
                 await delete_copied(EARLY_DELETES)
 

@@ -315,18 +315,14 @@ class GcsBatches(GcsRenames):
                     await self._delete_object(*objects[i])
 
                 answers = await map_bounded(delete_one, group, self._batch_workers)
-            except (GcsHttpError, StoreError) as e:
+            except Exception as e:  # a store's error or not: none of the group known deleted
                 for i in group:
                     results[i] = e
                 return
             for i, error in zip(group, answers, strict=True):
                 results[i] = error
 
-        for group, error in zip(groups, await map_bounded(one_batch, groups, self.concurrency),
-                                strict=True):
-            if error is not None:  # not a store's error: none of the group known deleted
-                for i in group:
-                    results[i] = error
+        await map_bounded(one_batch, groups, self.concurrency)
         return results
 
     async def _delete_each(self, objects: Sequence[tuple[str, str]]
