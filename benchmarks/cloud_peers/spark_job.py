@@ -105,6 +105,9 @@ def metric_value(text: str) -> float:
 
 def write_metrics(spark: Any) -> dict[str, float]:
     """The SQL metrics of the newest execution that has ``job commit time`` (the write)."""
+    # the status store is fed by the listener bus, asynchronously: read at once on a busy
+    # machine, a write's metrics had only some of its tasks' (16 of 96 files written)
+    spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty()
     store = spark._jsparkSession.sharedState().statusStore()
     executions = store.executionsList()
     for k in range(executions.size() - 1, max(-1, executions.size() - 6), -1):
