@@ -97,6 +97,7 @@ def run_pulled(
     errors: list[BaseException] = []  # in the order they happened
     failed = threading.Event()
     news = threading.Event()  # an item or a worker finished since the calling thread looked
+    over = threading.Event()  # a failure, or the last worker done: no more waiting to report
     running = [max(1, workers)]
 
     def worker() -> None:
@@ -113,6 +114,7 @@ def run_pulled(
                     with done_lock:
                         errors.append(e)
                     failed.set()
+                    over.set()
                     return
                 if on_result is not None:
                     with done_lock:
@@ -121,6 +123,9 @@ def run_pulled(
         finally:
             with done_lock:
                 running[0] -= 1
+                last = not running[0]
+            if last:
+                over.set()
             news.set()
 
     def report() -> None:
@@ -140,8 +145,9 @@ def run_pulled(
         with done_lock:
             if not running[0]:
                 break
-        if not failed.is_set():
-            failed.wait(report_every)  # what finishes meanwhile is reported together
+        # what finishes meanwhile is reported together; the end is not waited for (a 1,000-
+        # file commit's rename stage had waited up to this long after its last rename)
+        over.wait(report_every)
     wait(futures)
     report()
     for fut in futures:

@@ -54,21 +54,23 @@ def _again(call: Callable[[], T]) -> T:
 
 class PinnedStrain(Strain):
     """A cloud store's strain (``committer/store/http/strain.py``) as a test sets it:
-    ``slowed`` (from the ``after``-th answer on, if given), never refusing, whatever the
-    answers say. A test of what the store does with or without strain must not hang on how
-    busy the machine is: this client's own lag on a loaded machine reads as a slowed
-    service."""
+    ``slowed`` (from the ``after``-th answer on, if given, until before the ``until``-th),
+    never refusing, whatever the answers say. A test of what the store does with or without
+    strain must not hang on how busy the machine is: this client's own lag on a loaded
+    machine reads as a slowed service."""
 
-    def __init__(self, slowed: bool = False, after: int | None = None) -> None:
+    def __init__(self, slowed: bool = False, after: int | None = None,
+                 until: int | None = None) -> None:
         super().__init__()
         self.slowed = slowed
         self.after = after
+        self.until = until
         self.answers = 0
 
-    def answered(self, seconds: float) -> None:
+    def answered(self, seconds: float, now: float = 0.0) -> None:
         self.answers += 1
         if self.after is not None and self.answers >= self.after:
-            self.slowed = True
+            self.slowed = self.until is None or self.answers < self.until
 
     def refused(self, now: float) -> None:
         pass

@@ -157,6 +157,31 @@ def test_pulled_stops_at_the_first_failure() -> None:
     assert sorted(started) == [0, 1, 2, 3]
 
 
+def test_pulled_returns_once_its_last_item_is_done_not_at_the_next_report() -> None:
+    """Results are reported together, at most ``report_every`` after one finished; the last
+    worker done ends the wait at once (item 1 finishes only after item 0 was reported, while
+    the calling thread waits for the next report, an hour away)."""
+    reported = threading.Event()
+    seen: list[int] = []
+
+    def work(i: int) -> int:
+        if i == 1 and not reported.wait(WAIT_S):
+            raise AssertionError("item 0 never reported")
+        return i
+
+    def on_result(item: int, _: int) -> None:
+        seen.append(item)
+        reported.set()
+
+    with ThreadPoolExecutor(2) as pool:
+        caller = threading.Thread(target=run_pulled, args=(pool, range(2), work), kwargs={
+            "workers": 2, "on_result": on_result, "report_every": 3600.0}, daemon=True)
+        caller.start()
+        caller.join(WAIT_S)
+        assert not caller.is_alive()
+    assert sorted(seen) == [0, 1]
+
+
 def test_pulled_with_nothing_to_do() -> None:
     with ThreadPoolExecutor(2) as pool:
         run_pulled(pool, [], lambda i: i, workers=2, on_result=lambda *_: None)

@@ -129,6 +129,65 @@ def test_files_that_get_their_place_once_the_service_slows_go_in_a_batch() -> No
         assert _renamed(store, entries)
 
 
+@pytest.mark.parametrize("service", ["blob", "gcs"])
+def test_sources_copied_while_the_service_was_strained_go_once_it_is_not(
+        service: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A small commit's burst slows the service for a moment: the sources whose copies land
+    then wait (for a batch), and the first copy to land once it is over takes them along,
+    each deleted alone, while the other copies still answer; not all left for the end."""
+    with _renames(service, 160, concurrency=256) as (_, store, entries):
+        pin_strain(store, Pinned(False, after=20, until=40))
+        backend = store.backend
+        events: list[int] = []  # 0: a copy landed; n > 0: n sources deleted alone at once
+        copy_name = "_copy" if service == "blob" else "_rewrite"
+        copy = getattr(backend, copy_name)
+        delete_each = backend._delete_each  # type: ignore[attr-defined]
+
+        async def copied(*args: object, **kwargs: object) -> object:
+            source = await copy(*args, **kwargs)
+            events.append(0)
+            return source
+
+        async def deleted(objects: list[tuple[str, str]]) -> object:
+            events.append(len(objects))
+            return await delete_each(objects)
+
+        monkeypatch.setattr(backend, copy_name, copied)
+        monkeypatch.setattr(backend, "_delete_each", deleted)
+        store.rename_batch(entries)
+        taken = [k for k, n in enumerate(events) if n > 1]
+        last_copy = max(k for k, n in enumerate(events) if n == 0)
+        assert taken and taken[0] < last_copy
+        assert _renamed(store, entries)
+
+
+@pytest.mark.parametrize("service", ["blob", "gcs"])
+def test_sources_taken_along_that_fail_unforeseen_leave_their_files_not_renamed(
+        service: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The deletes of sources held while the service was strained, taken along by a later
+    file's, fail with an error the store does not know: none of those files counts as
+    renamed, and every file that does has its source gone."""
+    with _renames(service, 160, concurrency=256) as (_, store, entries):
+        pin_strain(store, Pinned(False, after=20, until=40))
+        backend = store.backend
+        delete_each = backend._delete_each  # type: ignore[attr-defined]
+
+        async def failing(objects: list[tuple[str, str]]) -> object:
+            if len(objects) > 1:
+                raise RuntimeError("unforeseen")
+            return await delete_each(objects)
+
+        monkeypatch.setattr(backend, "_delete_each", failing)
+        done, failures = backend.rename_batch(entries)
+        failed = {k for k, _ in failures}
+        assert done == 160 and len(failed) >= 2
+        assert all("unforeseen" in str(e) for _, e in failures)
+        for k, (src, _, _, _) in enumerate(entries):
+            if k not in failed:
+                with pytest.raises(PathNotFoundError):
+                    store.stat(src)
+
+
 def test_a_refusing_service_gets_batches_too() -> None:
     """Throttled answers strain the service for a second: the deletes of sources whose
     copies land then join a batch."""

@@ -322,7 +322,8 @@ class AzureStore(DataLakeRenames, FlatBlobRenames):
         # Flat: each file's copy, then its source's delete. In a small commit while the
         # service is not strained (``_each_alone``) each source is deleted alone as soon as
         # its copy is done, where a batch would wait for its slowest copy and then for its
-        # slowest delete (a request a file, which only such a commit spends). Otherwise the
+        # slowest delete (a request a file, which only such a commit spends), with those
+        # copied while the service was strained and not sent yet. Otherwise the
         # copied sources go in Blob Batch requests of at least ``EARLY_DELETES`` while the
         # other copies go on (one such request of this batch in flight at a time, taking
         # every source copied meanwhile), the rest once every copy is done. Waiting for every
@@ -358,9 +359,19 @@ class AzureStore(DataLakeRenames, FlatBlobRenames):
             if source is None:
                 return
             if self._each_alone:
-                [error] = await self._delete_sources([source], self._delete_each)
-                if error is not None:
-                    raise error
+                # and the sources copied while the service was strained, no longer (a burst
+                # that slowed it for a moment must not leave them for the end)
+                late = copied[:]
+                del copied[:]
+                doomed = [source, *(s for _, s in late)]
+                try:
+                    errors = await self._delete_sources(doomed, self._delete_each)
+                except Exception as e:  # not one of them known deleted
+                    errors = [e] * len(doomed)
+                for (j, _), error in zip(late, errors[1:], strict=True):
+                    deleted[j] = error
+                if errors[0] is not None:
+                    raise errors[0]
                 return
             copied.append((i, source))
             if not deleting:  # else the request in flight's sender takes it next

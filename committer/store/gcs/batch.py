@@ -193,18 +193,21 @@ class GcsBatches(GcsRenames):
         rest = indexes[len(first):]
         if self._move_supported is not False:  # moves: one request a file anyway
             results = first + await map_bounded(rewrite, rest, self._batch_workers)
-        elif self._race_tail and not self._limit.strained:
+        elif self._race_tail and not self._limit.strain_lasts:
             # a small commit's rewrites alone, each raced in its tail, where a batch waits
-            # for its slowest part; while the service is not strained
+            # for its slowest part; unless the service's strain has lasted
             results = first + await self._rewrite_each(pairs, rest, absent, sources)
         else:
-            # a large commit's rewrites, or any while the service is strained: through the
-            # batch endpoint
+            # a large commit's rewrites, or any while the service's strain lasts: through
+            # the batch endpoint
             results = first + await self._rewrite_batched(pairs, rest, absent, sources)
         # then the rewritten sources' deletes (those not deleted already), in batches
         to_delete = [i for i, r in enumerate(results) if r is None and sources[i] is not None]
         doomed = [s for i in to_delete if (s := sources[i]) is not None]
-        deleted = await self._delete_sources(doomed, self._delete_many)
+        try:
+            deleted = await self._delete_sources(doomed, self._delete_many)
+        except Exception as e:  # not one of them known deleted
+            deleted = [e] * len(doomed)
         for i, error in zip(to_delete, deleted, strict=True):
             results[i] = error
         for i, r in enumerate(results):
@@ -223,14 +226,20 @@ class GcsBatches(GcsRenames):
         """The rewrites of ``pairs[i]`` for ``i`` in ``indexes`` one request each, raced in
         their tail, where a batch waits for its slowest part; as :meth:`_rewrite_batched`,
         one result per index. Each is chosen once it has a place in the limit: one that gets
-        its place while the service is strained (refusing, or slowed: a request more only
-        queues) goes through the batch endpoint with the others that did. In the smallest
-        commits (``ONE_BY_ONE``), while the service is not strained, the source is deleted
-        as soon as its rewrite is done, where a batch would wait for its slowest rewrite and
-        then for its slowest delete (requests a file, not a hundred files: only a small
-        commit spends that); else its delete waits for the batch of deletes after them. The
-        batch goes as soon as every file has chosen, beside the rewrites still answering."""
+        its place while the service's strain lasts (refusing, or slowed for a while: a request
+        more only queues) goes through the batch endpoint with the others that did. In the
+        smallest commits (``ONE_BY_ONE``), while the service is not strained, the source is
+        deleted as soon as its rewrite is done, where a batch would wait for its slowest
+        rewrite and then for its slowest delete (requests a file, not a hundred files: only
+        a small commit spends that); else its delete waits for the batch of deletes after
+        them, or for a later file's rewrite done once the strain is gone, whose delete takes
+        it along. The batch goes as soon as every file has chosen, beside the rewrites still
+        answering."""
         batched: list[int] = []
+        # rewritten while the service was strained, their deletes not sent yet; and the
+        # outcomes of those a later file took (below)
+        held: list[tuple[int, tuple[str, str]]] = []
+        held_deleted: dict[int, BaseException | None] = {}
         undecided = len(indexes)
         batch: list[asyncio.Task[list[BaseException | None]]] = []
 
@@ -246,7 +255,7 @@ class GcsBatches(GcsRenames):
         async def one(i: int) -> None:
             place = await self._limit.place()
             try:
-                alone = not self._limit.strained
+                alone = not self._limit.strain_lasts
                 chosen(alone, i)
                 if not alone:
                     return
@@ -255,11 +264,25 @@ class GcsBatches(GcsRenames):
             finally:
                 place.give_back()
             source = sources[i]
-            if source is not None and self._each_alone:
-                sources[i] = None
-                [error] = await self._delete_sources([source], self._delete_each)
-                if error is not None:
-                    raise error
+            if source is None:
+                return
+            if not self._each_alone:  # deleted after the rewrites (``sources[i]``)
+                held.append((i, source))
+                return
+            # and the sources rewritten while the service was strained, no longer (a burst
+            # that slowed it for a moment must not leave them for the end)
+            late = held[:]
+            del held[:]
+            for j, _ in ((i, source), *late):
+                sources[j] = None
+            doomed = [source, *(s for _, s in late)]
+            try:
+                errors = await self._delete_sources(doomed, self._delete_each)
+            except Exception as e:  # not one of them known deleted
+                errors = [e] * len(doomed)
+            held_deleted.update(zip((j for j, _ in late), errors[1:], strict=True))
+            if errors[0] is not None:
+                raise errors[0]
 
         try:
             outcome = dict(zip(indexes, await map_bounded(one, indexes, self._batch_workers),
@@ -268,6 +291,8 @@ class GcsBatches(GcsRenames):
             for task in batch:
                 task.cancel()
             raise
+        for j, error in held_deleted.items():  # their rewrites succeeded
+            outcome[j] = error
         if batched:  # sent once every file had chosen (not, if a file failed to get a place)
             answers = await (batch[0] if batch else self._rewrite_batched(
                 pairs, batched, known_absent, sources))

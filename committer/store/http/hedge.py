@@ -9,14 +9,20 @@ Tail at Scale", Dean and Barroso, 2013). Measured on the simulated account: ``do
 
 Races are on a budget, since a copy is a bet that pays only in a tail:
 - **a share**: copies stay within :data:`SHARE` of the requests the store sent in this commit
-  (every request counts, raced or not; the first copy once there are 20);
+  (every request counts, raced or not; the first copy once there are 20), half of it kept for
+  a phase's last requests (:data:`TAIL_IN_FLIGHT`): a phase ends with its slowest request,
+  and a copy of a request in its bulk seldom changes when that is, while a copy of one of its
+  last does;
 - **past the commit's own percentile**: the samples are this commit's (``begin``); before
   :data:`MIN_SAMPLES` answers give a percentile, a request waits a tenth of a second
   (``EARLY_S``), or four medians of the answers so far when that is longer;
 - **not while the service is strained as a whole** (``strain.py``: refusing, or slowed under
   load, the latency rising with what is sent): a copy then only adds to the queue every
-  request waits in, and costs the client CPU. Such a request is sent without a race at all
-  (no task, no timer), and a race waiting for its copy gives it up.
+  request waits in, and costs the client CPU. A request sent while the strain lasts goes
+  without a race at all (no task, no timer), and a race waiting for its copy gives it up once
+  the strain lasts; while the service is strained for a moment, the race sends no copy and
+  asks again after twice its last wait (a small commit's own burst strains the service for a
+  few milliseconds, and must not leave every request then in flight without a race).
 
 Only requests whose repetition changes nothing are hedged: reads (``GET``, ``HEAD``) and
 those a backend marks so (a directory create that accepts "already there"; a rename that
@@ -53,6 +59,11 @@ READS = frozenset({"GET", "HEAD"})
 
 #: copies sent at most, as a share of the requests the store sent in the commit
 SHARE = 0.05
+#: requests in flight above which a phase is in its bulk: copies then take at most half the
+#: share, the rest kept for its last requests (a 1,000-file commit on the simulated account
+#: spent the whole share on its rename stage's bulk, whose copies rarely won, and left its
+#: last renames, which the stage waited for, with none)
+TAIL_IN_FLIGHT = 64
 #: the latency percentile after which a copy is sent
 QUANTILE = 0.95
 #: latencies kept to estimate it, and how often it is computed again (answers)
@@ -153,8 +164,10 @@ class Hedger:
         self.sent = self.requests = self.hedged = self.won = self.wasted = 0
 
     def budget_left(self) -> bool:
-        """Whether one more copy stays within ``SHARE`` of the requests sent."""
-        return self.hedged + 1 <= SHARE * self.sent
+        """Whether one more copy stays within ``SHARE`` of the requests sent: half of it while
+        more than ``TAIL_IN_FLIGHT`` requests are in flight."""
+        share = SHARE if self._limit.in_flight <= TAIL_IN_FLIGHT else SHARE / 2
+        return self.hedged + 1 <= share * self.sent
 
     def _observe(self, seconds: float) -> None:
         self._samples.append(seconds)
@@ -200,7 +213,7 @@ class Hedger:
         delay = self.delay_for(parts)
         observe = self._observe if parts <= 1 else _ignore
         limit = self._limit
-        if delay is None or limit.strained:  # no race: no task, no timer
+        if delay is None or limit.strain_lasts:  # no race: no task, no timer
             response = await send()
             observe(loop.time() - start)
             return response
@@ -208,13 +221,16 @@ class Hedger:
         try:
             while True:  # a copy refused (no budget left, no place free) is tried again later
                 done, _ = await asyncio.wait((first,), timeout=delay)
-                if not done and limit.strained:
-                    await asyncio.wait((first,))  # strained since: the race is given up
+                if not done and limit.strain_lasts:
+                    await asyncio.wait((first,))  # strained for a while: the race given up
                     done = {first}
                 if done:
                     response = await first
                     observe(loop.time() - start)
                     return response
+                if limit.strained:  # for a moment: no copy now, asked again less often
+                    delay *= 2
+                    continue
                 # the copy counted in: never over the budget, even by one
                 epoch = limit.try_acquire(parts) if self.budget_left() else None
                 if epoch is not None:

@@ -267,10 +267,15 @@ class AdaptiveLimit:
 
     @property
     def strained(self) -> bool:
-        """Whether the service is refusing or slowed as a whole (``strain.py``): no request
-        is raced then, and a small commit's renames go in batches."""
-        strain = self.strain
-        return strain.slowed or strain.refusing(self.clock())
+        """Whether the service is refusing or slowed as a whole (``strain.py``): no copy of a
+        request is sent then, and a small commit's sources are deleted in batches."""
+        return self.strain.strained(self.clock())
+
+    @property
+    def strain_lasts(self) -> bool:
+        """Whether the service's strain has lasted (``strain.py``): a request is then sent
+        without a race, and a small commit's GCS rewrites go in batches."""
+        return self.strain.lasting(self.clock())
 
     def release(self, epoch: int, throttled: bool = False, seconds: float | None = None,
                 wire: float | None = None, parts: int = 1) -> None:
@@ -286,7 +291,7 @@ class AdaptiveLimit:
             self._end_span(now)
         answered = wire if wire is not None else seconds
         if answered is not None:
-            self.strain.answered(answered)
+            self.strain.answered(answered, now)
         if throttled:
             self.strain.refused(now)
             self.throttled += 1

@@ -19,6 +19,7 @@ from committer.store.http.hedge import (
     EARLY_S,
     MIN_SAMPLES,
     SHARE,
+    TAIL_IN_FLIGHT,
     Hedger,
     ProvenRace,
     hedged,
@@ -26,6 +27,7 @@ from committer.store.http.hedge import (
 )
 from committer.store.http.limiter import AdaptiveLimit
 from committer.store.http.messages import Response
+from committer.store.http.strain import REFUSING_S, SLOWED_WINDOWS, WINDOW
 from tests.committer.store.http.virtual_time import run_virtual
 
 
@@ -355,6 +357,18 @@ def test_the_budget_is_a_share_of_the_requests_sent() -> None:
     assert hedger.budget_left()
 
 
+def test_half_the_budget_is_kept_for_a_phases_last_requests() -> None:
+    limit = AdaptiveLimit(1000)
+    hedger = Hedger(limit)
+    hedger.sent, hedger.hedged = 400, int(SHARE / 2 * 400)
+    limit.in_flight = TAIL_IN_FLIGHT + 1  # its bulk: half the share spent, no copy
+    assert not hedger.budget_left()
+    limit.in_flight = TAIL_IN_FLIGHT  # its last requests: the rest of the share
+    assert hedger.budget_left()
+    hedger.hedged = int(SHARE * 400)
+    assert not hedger.budget_left()
+
+
 def test_a_commit_begins_with_its_own_latencies_and_budget() -> None:
     hedger = Hedger(AdaptiveLimit(100))
     for _ in range(MIN_SAMPLES * 2):
@@ -418,7 +432,7 @@ def test_no_race_while_the_service_is_strained() -> None:
     assert (hedger.requests, hedger.hedged, hedger.won, hedger.wasted) == (1, 0, 0, 0)
 
 
-def test_a_race_waiting_for_its_copy_gives_it_up_once_the_service_is_strained() -> None:
+def test_a_race_waiting_for_its_copy_gives_it_up_once_the_strain_lasts() -> None:
     limit = AdaptiveLimit(100)
     hedger = _hedger(0.02, limit)
     service = _Held()
@@ -426,14 +440,46 @@ def test_a_race_waiting_for_its_copy_gives_it_up_once_the_service_is_strained() 
     async def main() -> Response:
         task = asyncio.ensure_future(hedger.request(service.send(), _never_refused))
         await asyncio.sleep(0.001)  # sent, its delay not yet over
-        _refusing(limit)
+        _refusing(limit)  # a refusal: a lasting strain at once
         await asyncio.sleep(0.1)  # five delays: the race is given up, not tried again
+        limit.clock.now += REFUSING_S  # type: ignore[attr-defined]  # the strain is over
+        await asyncio.sleep(1.0)
         assert service.sent == 1
         service.gate.set()
         return await task
 
     response = run_virtual(asyncio.wait_for(main(), 5.0))
     assert response.header("x-request") == "0" and hedger.hedged == 0
+
+
+def test_a_race_waiting_for_its_copy_holds_it_while_the_service_is_strained_a_moment() -> None:
+    """Slowed after the request went, the strain not lasting yet (a small commit's burst): no
+    copy while it is slowed, asked again after twice the last wait each time; the burst
+    drained, the copy goes at the next asking, and wins."""
+    limit = AdaptiveLimit(100)
+    limit.clock = _Clock()
+    hedger = _hedger(0.02, limit)
+    service = _Held()
+
+    def answers(seconds: float, count: int) -> None:
+        for _ in range(count):
+            limit.strain.answered(seconds, limit.clock())
+
+    async def main() -> Response:
+        answers(0.002, WINDOW * 2)  # the floor
+        task = asyncio.ensure_future(hedger.request(service.send(), _never_refused))
+        await asyncio.sleep(0.001)  # sent, its delay not yet over
+        answers(0.05, WINDOW * SLOWED_WINDOWS)  # slowed, on a clock that stands still
+        assert limit.strained and not limit.strain_lasts
+        await asyncio.sleep(0.9)  # asked at 0.02, 0.06, 0.14, 0.30 and 0.62 s
+        assert service.sent == 1
+        answers(0.002, WINDOW)  # drained
+        await asyncio.sleep(0.5)  # asked at 1.26 s
+        assert service.sent == 2
+        return await task
+
+    response = run_virtual(asyncio.wait_for(main(), 5.0))
+    assert response.header("x-request") == "1" and (hedger.hedged, hedger.won) == (1, 1)
 
 
 def test_each_copy_is_counted_won_or_wasted() -> None:

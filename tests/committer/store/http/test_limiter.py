@@ -218,17 +218,17 @@ def test_a_service_slowed_as_a_whole_holds_the_limit_until_its_queue_drains() ->
     # above the first windows' (the strain's "slowed"); a place more only lengthens the queue
     limit = AdaptiveLimit(100_000, initial=64)
     _window(limit, 0.005)
-    assert limit.limit == 128 and not limit.strained
+    assert limit.limit == 128 and not limit.strain.slowed
     _window(limit, 0.500)  # slowed within this window: growth stops part-way through it
-    assert limit.strained
+    assert limit.strain.slowed
     held = limit.limit
     assert 128 < held < 256
     for _ in range(3):
         _window(limit, 0.500)
-        assert limit.limit == held and limit.strained
+        assert limit.limit == held and limit.strain.slowed
     # the queue drained: two windows of the strain at the floor again, growth resumes
     _window(limit, 0.005)
-    assert not limit.strained and limit.limit > held
+    assert not limit.strain.slowed and limit.limit > held
 
 
 def test_answers_without_a_latency_leave_slow_start_to_the_refusals() -> None:

@@ -9,6 +9,7 @@ import pytest
 
 from committer.store.http.limiter import AdaptiveLimit
 from committer.store.http.strain import (
+    LASTING_S,
     REFUSING_S,
     SLOWED_FACTOR,
     SLOWED_MIN_S,
@@ -51,6 +52,30 @@ def test_a_queue_slows_every_answer_and_is_seen_after_two_windows() -> None:
     assert not strain.slowed
     _windows(strain, threshold * 3)  # one slow window alone is not yet a slowed service
     assert not strain.slowed
+
+
+def test_a_strain_of_a_moment_is_a_burst_one_slowed_for_a_while_lasts() -> None:
+    """A small commit's burst queues its requests for a few milliseconds: strained, but not
+    lasting (the choices that stand as long as a file's rename wait for that); slowed for
+    ``LASTING_S``, lasting, whether or not answers came meanwhile; refusing, lasting at
+    once."""
+    strain = Strain()
+    _windows(strain, 0.002, windows=3, slowest=0.01)
+    now = 100.0
+    for _ in range(SLOWED_WINDOWS):
+        for _ in range(WINDOW):
+            strain.answered(0.05, now)
+            now += 0.0001
+    assert strain.strained(now) and not strain.lasting(now)
+    _windows(strain, 0.002)  # the burst drained: never lasted
+    assert not strain.strained(now) and not strain.lasting(now + LASTING_S)
+    for _ in range(SLOWED_WINDOWS * WINDOW):
+        strain.answered(0.05, now)
+    assert strain.strained(now) and not strain.lasting(now + LASTING_S * 0.99)
+    assert strain.lasting(now + LASTING_S * 1.01)  # a slowed spell that lasts
+    fresh = Strain()
+    fresh.refused(now)
+    assert fresh.strained(now) and fresh.lasting(now)
 
 
 def test_a_window_is_judged_by_its_fastest_answer_not_its_tail() -> None:
@@ -99,7 +124,7 @@ def test_the_limit_is_strained_by_answers_slowed_on_the_wire() -> None:
     """The strain reads the time on the wire when there is one (a connection's opening is
     not the service's slowness), else the answer's whole time."""
     limit = AdaptiveLimit(1000)
-    limit.clock = _Clock()
+    clock = limit.clock = _Clock()
 
     async def main() -> None:
         for _ in range(WINDOW * 2):
@@ -107,7 +132,9 @@ def test_the_limit_is_strained_by_answers_slowed_on_the_wire() -> None:
         assert not limit.strained
         for _ in range(WINDOW * SLOWED_WINDOWS):
             limit.release(await limit.acquire(), seconds=0.5)
-        assert limit.strained and limit.strain.slowed
+        assert limit.strained and not limit.strain_lasts  # slowed for a moment
+        clock.now += LASTING_S * 1.01
+        assert limit.strained and limit.strain_lasts
 
     asyncio.run(main())
 
