@@ -339,8 +339,16 @@ class AsyncStore(Store):
         source). Those the service refused (throttled: not done) are sent again here, after
         the wait it asked for, up to ``SOURCE_DELETE_ROUNDS`` times: failed to the managed
         store, the whole rename would be sent again, find its own copy at the destination and
-        have to prove it the source's (two reads) before the delete."""
-        results = await delete_many(sources)
+        have to prove it the source's (two reads) before the delete. A ``delete_many`` that
+        fails as a whole, with any error, fails each of its sources: none is known deleted,
+        so none of their renames may count as done."""
+        async def delete(batch: Sequence[X]) -> list[BaseException | None]:
+            try:
+                return await delete_many(batch)
+            except Exception as e:
+                return [e] * len(batch)
+
+        results = await delete(sources)
         for attempt in range(SOURCE_DELETE_ROUNDS):
             refused: list[int] = []
             wait = 0.0
@@ -355,7 +363,7 @@ class AsyncStore(Store):
             self.source_deletes_sent_again += len(refused)
             backoff = random.uniform(0.0, 0.05 * 2 ** attempt)
             await asyncio.sleep(min(max(wait, backoff), SOURCE_DELETE_MAX_WAIT_S))
-            again = await delete_many([sources[k] for k in refused])
+            again = await delete([sources[k] for k in refused])
             for k, error in zip(refused, again, strict=True):
                 results[k] = error
         return results

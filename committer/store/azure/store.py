@@ -342,11 +342,8 @@ class AzureStore(DataLakeRenames, FlatBlobRenames):
                 while len(copied) >= at_least:
                     group = copied[:BATCH_LIMIT]
                     del copied[:BATCH_LIMIT]
-                    try:
-                        errors = await self._delete_sources([s for _, s in group],
-                                                            self._delete_many)
-                    except Exception as e:  # not one of them known deleted
-                        errors = [e] * len(group)
+                    errors = await self._delete_sources([s for _, s in group],
+                                                        self._delete_many)
                     for (i, _), error in zip(group, errors, strict=True):
                         deleted[i] = error
             finally:
@@ -363,11 +360,8 @@ class AzureStore(DataLakeRenames, FlatBlobRenames):
                 # that slowed it for a moment must not leave them for the end)
                 late = copied[:]
                 del copied[:]
-                doomed = [source, *(s for _, s in late)]
-                try:
-                    errors = await self._delete_sources(doomed, self._delete_each)
-                except Exception as e:  # not one of them known deleted
-                    errors = [e] * len(doomed)
+                errors = await self._delete_sources([source, *(s for _, s in late)],
+                                                    self._delete_each)
                 for (j, _), error in zip(late, errors[1:], strict=True):
                     deleted[j] = error
                 if errors[0] is not None:

@@ -204,10 +204,7 @@ class GcsBatches(GcsRenames):
         # then the rewritten sources' deletes (those not deleted already), in batches
         to_delete = [i for i, r in enumerate(results) if r is None and sources[i] is not None]
         doomed = [s for i in to_delete if (s := sources[i]) is not None]
-        try:
-            deleted = await self._delete_sources(doomed, self._delete_many)
-        except Exception as e:  # not one of them known deleted
-            deleted = [e] * len(doomed)
+        deleted = await self._delete_sources(doomed, self._delete_many)
         for i, error in zip(to_delete, deleted, strict=True):
             results[i] = error
         for i, r in enumerate(results):
@@ -275,11 +272,8 @@ class GcsBatches(GcsRenames):
             del held[:]
             for j, _ in ((i, source), *late):
                 sources[j] = None
-            doomed = [source, *(s for _, s in late)]
-            try:
-                errors = await self._delete_sources(doomed, self._delete_each)
-            except Exception as e:  # not one of them known deleted
-                errors = [e] * len(doomed)
+            errors = await self._delete_sources([source, *(s for _, s in late)],
+                                                self._delete_each)
             held_deleted.update(zip((j for j, _ in late), errors[1:], strict=True))
             if errors[0] is not None:
                 raise errors[0]
