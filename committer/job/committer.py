@@ -98,10 +98,10 @@ class JobCommitter:
 
     def _resolve_layout(self) -> None:
         """Commit what Hadoop's own committer set up when that is what is there."""
-        if not self._detect_naming or self.store.exists(self.layout.attempt_dir):
+        if not self._detect_naming or self.store.exists(self.layout.attempt_dir, directory=True):
             return
         hadoop = self.layout.with_hadoop_naming()
-        if self.store.exists(hadoop.attempt_dir):
+        if self.store.exists(hadoop.attempt_dir, directory=True):
             self.layout = hadoop
 
     def commit(

@@ -378,7 +378,8 @@ class AsyncStore(Store):
         store asks what is below it at once, not after finding no object)."""
 
     @abstractmethod
-    async def _list(self, path: str) -> list[FileStatus]: ...
+    async def _list(self, path: str, must_exist: bool = True) -> list[FileStatus]:
+        """``list_dir``; ``must_exist`` false: ``list_dir_or_empty``."""
 
     @abstractmethod
     async def _child_sizes(self, path: str) -> dict[str, int | None]:
@@ -444,6 +445,9 @@ class AsyncStore(Store):
 
     def list_dir(self, path: str) -> list[FileStatus]:
         return self._do(path, self._list, path)
+
+    def list_dir_or_empty(self, path: str) -> list[FileStatus]:
+        return self._do(path, self._list, path, False)
 
     def child_sizes(self, path: str) -> dict[str, int | None]:
         return self._do(path, self._child_sizes, path)

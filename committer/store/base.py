@@ -104,6 +104,18 @@ class Store(ABC):
     def list_dir(self, path: str) -> list[FileStatus]:
         """Immediate children; ``PathNotFoundError`` if the directory is absent."""
 
+    def list_dir_or_empty(self, path: str) -> list[FileStatus]:
+        """Immediate children, ``[]`` when nothing is below ``path``: for a caller to whom
+        no directory and an empty one are the same. An object store then lists only, without
+        the status that tells the two apart (a round trip; it finds nothing below a file
+        either, where ``list_dir`` refuses one)."""
+        from committer.errors import PathNotFoundError
+
+        try:
+            return self.list_dir(path)
+        except PathNotFoundError:
+            return []
+
     @abstractmethod
     def mkdirs(self, path: str) -> None:
         """Create a directory and its parents; existing directories are fine, a file is

@@ -80,6 +80,9 @@ class FaultInjectingStore(Store):
     def list_dir(self, path: str) -> list[FileStatus]:
         return self._do("list_dir", path, lambda: self.inner.list_dir(path))
 
+    def list_dir_or_empty(self, path: str) -> list[FileStatus]:
+        return self._do("list_dir", path, lambda: self.inner.list_dir_or_empty(path))
+
     def list_names(self, path: str) -> list[str]:
         return self._do("list_dir", path, lambda: self.inner.list_names(path))
 

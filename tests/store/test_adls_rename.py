@@ -10,6 +10,8 @@ happened) end as the managed store promises, and a whole job commit works on suc
 
 from __future__ import annotations
 
+import asyncio
+import threading
 import uuid
 from types import SimpleNamespace
 from typing import Any
@@ -23,6 +25,7 @@ from committer.errors import (
     AmbiguousRenameError,
     PathExistsError,
     PathNotFoundError,
+    StoreError,
     TransientStoreError,
 )
 from committer.job import JobCommitter
@@ -208,6 +211,62 @@ def test_flat_account_renames_by_copy_and_delete(adls_flat: AdlsTarget) -> None:
     after = store.stat(dst)
     assert after.etag != before.etag and after.checksum == before.checksum
     assert store.identity(before) == before.checksum
+
+
+def test_a_flat_account_asks_only_the_folder_marker_after_an_empty_listing(
+        adls_flat: AdlsTarget) -> None:
+    """A listing that finds nothing below a directory has shown what is below it: only its
+    folder marker is asked after it (a stat listed again, a round trip more on a commit's
+    path before its manifests are read: the listing of the job's records of moves)."""
+    store = adls_flat.managed()
+    store.mkdirs(adls_flat.url("empty"))
+    store.write_bytes(adls_flat.url("f.txt"), b"1")
+    adls_flat.stub.reset_log()
+    assert store.list_dir(adls_flat.url("empty")) == []
+    with pytest.raises(PathNotFoundError):
+        store.list_dir(adls_flat.url("missing"))
+    with pytest.raises(StoreError, match="not a directory"):
+        store.list_dir(adls_flat.url("f.txt"))
+    assert store.count_children(adls_flat.url("empty")) == 0
+    assert adls_flat.stub.ops() == ["list_blobs", "get_properties"] * 4
+    # where no directory and an empty one are the same to the caller: the listing alone
+    adls_flat.stub.reset_log()
+    assert store.list_dir_or_empty(adls_flat.url("missing")) == []
+    assert store.list_dir_or_empty(adls_flat.url("empty")) == []
+    assert [s.path for s in store.list_dir_or_empty(adls_flat.url(""))] == [
+        adls_flat.url("empty"), adls_flat.url("f.txt")]
+    assert adls_flat.stub.ops() == ["list_blobs"] * 3
+
+
+def test_a_flat_account_asks_a_directory_s_marker_and_what_is_below_it_at_once(
+        adls_flat: AdlsTarget, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whether a directory is there, asked as one (a commit's first status: its attempt
+    directory, seldom a blob on a flat account): its marker and a listing below it are sent
+    together, even before the account's kind is known (one after the other they were a
+    round trip more on a commit's path before its manifests are read)."""
+    store = adls_flat.managed()
+    store.write_bytes(adls_flat.url("d", "f.txt"), b"1")
+    store.mkdirs(adls_flat.url("empty"))
+    stub = adls_flat.stub
+    serve = stub._serve
+    listed = threading.Event()
+    overlapped: list[bool] = []
+
+    async def marker_answered_once_listed(request: Any, endpoint: str) -> Any:
+        if request.method == "HEAD":
+            overlapped.append(await asyncio.get_running_loop().run_in_executor(
+                None, listed.wait, 30.0))
+        elif request.query.get("comp") == "list":
+            listed.set()
+        return await serve(request, endpoint)
+
+    monkeypatch.setattr(stub, "_serve", marker_answered_once_listed)
+    fresh = adls_flat.managed()
+    assert fresh.exists(adls_flat.url("d"), directory=True)
+    assert overlapped == [True]
+    assert fresh.exists(adls_flat.url("empty"), directory=True)
+    assert fresh.exists(adls_flat.url("d", "f.txt"), directory=True)  # a file is there too
+    assert not fresh.exists(adls_flat.url("missing"), directory=True)
 
 
 def test_rename_never_replaces_an_existing_destination(adls: AdlsTarget) -> None:

@@ -159,12 +159,8 @@ def record(store: ManagedStore, layout: JobLayout, moved: MovedAside) -> None:
 
 def records(store: ManagedStore, layout: JobLayout) -> list[MovedAside]:
     """Every recorded move of this job attempt; a ``FormatError`` naming an unreadable one."""
-    try:
-        listing = store.list_dir(layout.move_records_dir)
-    except PathNotFoundError:
-        return []
     out = []
-    for st in listing:
+    for st in store.list_dir_or_empty(layout.move_records_dir):
         if st.is_dir or not basename(st.path).endswith(".json"):
             continue
         out.append(MovedAside.loads(store.read_bytes(st.path, limit=RECORD_LIMIT), st.path))

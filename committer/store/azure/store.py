@@ -110,8 +110,9 @@ class AzureStore(DataLakeRenames, FlatBlobRenames):
             return self._list_page(container, key + "/", False, "", "stat", page_size=1)
 
         page: ET.Element | BaseException | None = None
-        if directory and self._hierarchical is False:
+        if directory and not self._hierarchical:
             # a flat account's directory is seldom a blob: what is below it is asked at once
+            # (also while the account's kind is not known yet: a commit's first status)
             found, page = await beside(self._properties(container, key), below())
         else:
             found = await self._properties(container, key)
@@ -127,6 +128,23 @@ class AzureStore(DataLakeRenames, FlatBlobRenames):
         if blobs(page):
             return FileStatus(self._url(container, key), 0, True)
         raise PathNotFoundError(f"not found: {path}", path)
+
+    async def _listed_nothing(self, path: str) -> None:
+        """A listing found nothing below ``path``: an empty directory is there (a flat
+        account's folder marker, a namespace's directory), else ``PathNotFoundError``; a blob
+        that is not a directory is a ``StoreError``. Flat, only the marker is asked: the
+        listing has shown what is below (a stat would list again, a round trip more, on a
+        commit's path before its manifests are read)."""
+        container, key = self._split(path)
+        if key and self._hierarchical is False:
+            found = await self._properties(container, key)
+            if found is None:
+                raise PathNotFoundError(f"not found: {path}", path)
+            st = self._from_headers(container, key, found)
+        else:
+            st = await self._stat(path)  # raises PathNotFoundError when nothing is there
+        if not st.is_dir:
+            raise StoreError(f"not a directory: {path}", path)
 
     async def _child_sizes(self, path: str) -> dict[str, int | None]:
         """``Store.child_sizes`` from the listing, without a status per blob: the checks of a
@@ -152,12 +170,10 @@ class AzureStore(DataLakeRenames, FlatBlobRenames):
                 if child not in out or size is None:
                     out[child] = size
         if not out:
-            st = await self._stat(path)  # raises PathNotFoundError when nothing is there
-            if not st.is_dir:
-                raise StoreError(f"not a directory: {path}", path)
+            await self._listed_nothing(path)
         return out
 
-    async def _list(self, path: str) -> list[FileStatus]:
+    async def _list(self, path: str, must_exist: bool = True) -> list[FileStatus]:
         container, key = self._split(path)
         prefix = key + "/" if key else ""
         out: dict[str, FileStatus] = {}
@@ -171,10 +187,8 @@ class AzureStore(DataLakeRenames, FlatBlobRenames):
                 # a marker blob and the prefix of its children name the same directory
                 if st.path not in out or st.is_dir:
                     out[st.path] = st
-        if not out:
-            st = await self._stat(path)  # raises PathNotFoundError when nothing is there
-            if not st.is_dir:
-                raise StoreError(f"not a directory: {path}", path)
+        if not out and must_exist:
+            await self._listed_nothing(path)
         return list(out.values())
 
     async def _walk(self, root: str) -> list[FileStatus]:

@@ -129,7 +129,7 @@ class GcsStore(GcsFolders):
                 return items, prefixes
             params["pageToken"] = token
 
-    async def _list(self, path: str) -> list[FileStatus]:
+    async def _list(self, path: str, must_exist: bool = True) -> list[FileStatus]:
         bucket, key = self._split(path)
         prefix = key + "/" if key else ""
         items, prefixes = await self._list_objects(bucket, prefix, True)
@@ -137,16 +137,35 @@ class GcsStore(GcsFolders):
         for p in prefixes:
             st = FileStatus(self._url(bucket, p.rstrip("/")), 0, True)
             out[st.path] = st
+        marker = False
         for obj in items:
             if obj["name"] == prefix:
-                continue  # the directory's own marker
+                marker = True  # the directory's own marker
+                continue
             st = self._status(bucket, obj)
             out.setdefault(st.path, st)
-        if not out:
-            st = await self._stat(path)
-            if not st.is_dir:
-                raise StoreError(f"not a directory: {path}", path)
+        if not out and must_exist:
+            await self._listed_nothing(path, marker)
         return list(out.values())
+
+    async def _listed_nothing(self, path: str, marker: bool) -> None:
+        """A listing found nothing below ``path`` but, if ``marker``, the directory's own
+        marker: an empty directory is there, else ``PathNotFoundError``; an object that is not
+        a directory is a ``StoreError``. In a flat bucket the listing has shown what is below:
+        only the object at ``path`` is asked (a stat would list again, a round trip more, on
+        a commit's path before its manifests are read)."""
+        if marker:
+            return
+        bucket, key = self._split(path)
+        if key and not await self._bucket_hns(bucket):
+            obj = await self._get_object(bucket, key)
+            if obj is None:
+                raise PathNotFoundError(f"not found: {path}", path)
+            st = self._status(bucket, obj)
+        else:  # a folder of a hierarchical bucket is not in its own listing
+            st = await self._stat(path)
+        if not st.is_dir:
+            raise StoreError(f"not a directory: {path}", path)
 
     async def _child_sizes(self, path: str) -> dict[str, int | None]:
         """``Store.child_sizes`` from one listing asking for names and sizes only: the checks
@@ -158,18 +177,18 @@ class GcsStore(GcsFolders):
         items, prefixes = await self._list_objects(bucket, prefix, True, fields=_CHILD_FIELDS)
         cut = len(prefix)
         out: dict[str, int | None] = {p[cut:].rstrip("/"): None for p in prefixes}
+        marker = False
         for obj in items:
             name = str(obj["name"])[cut:]
             if not name:
-                continue  # the directory's own marker
+                marker = True  # the directory's own marker
+                continue
             if name.endswith("/"):
                 out.setdefault(name[:-1], None)
             else:
                 out.setdefault(name, int(obj.get("size") or 0))
         if not out:
-            st = await self._stat(path)
-            if not st.is_dir:
-                raise StoreError(f"not a directory: {path}", path)
+            await self._listed_nothing(path, marker)
         return out
 
     async def _walk(self, root: str) -> list[FileStatus]:

@@ -184,7 +184,12 @@ class PacedCalls:
         except PathNotFoundError:
             return None
 
-    def exists(self, path: str) -> bool:
+    def exists(self, path: str, directory: bool = False) -> bool:
+        """Whether anything is at ``path``; ``directory``: where a directory is expected, asked
+        as ``stat_many`` asks one (on flat object stores its marker and a listing below it at
+        once, not one after the other)."""
+        if directory:
+            return self.stat_many([path], directories=True)[0] is not None
         return self.stat_or_none(path) is not None
 
     def stat_many(self, paths: Sequence[str], directories: bool = False

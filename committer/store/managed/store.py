@@ -74,6 +74,9 @@ class ManagedStore(RecoveringRenames):
     def list_dir(self, path: str) -> list[FileStatus]:
         return self.call(st.OP_LIST_STATUS, lambda: self.backend.list_dir(path))
 
+    def list_dir_or_empty(self, path: str) -> list[FileStatus]:
+        return self.call(st.OP_LIST_STATUS, lambda: self.backend.list_dir_or_empty(path))
+
     def list_names(self, path: str) -> list[str]:
         return self.call(st.OP_LIST_STATUS, lambda: self.backend.list_names(path))
 

@@ -258,6 +258,9 @@ def test_stat_list_and_walk(store: LocalStore, tmp_path: Path) -> None:
     assert not store.exists(str(tmp_path / "zz"))
     with pytest.raises(PathNotFoundError):
         store.list_dir(str(tmp_path / "zz"))
+    assert store.list_dir_or_empty(str(tmp_path / "zz")) == []
+    assert [Path(s.path).name for s in store.list_dir_or_empty(str(tmp_path / "a b" / "c"))] \
+        == ["f1"]
 
 
 def test_rename_batch_reports_each_failure_with_its_index(store: LocalStore,

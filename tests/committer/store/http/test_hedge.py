@@ -18,6 +18,7 @@ from committer.store.http.hedge import (
     EARLY_MEDIANS,
     EARLY_S,
     MIN_SAMPLES,
+    SAMPLES,
     SHARE,
     TAIL_IN_FLIGHT,
     Hedger,
@@ -63,7 +64,7 @@ class _Service:
 
 def _hedger(delay: float | None, limit: AdaptiveLimit | None = None) -> Hedger:
     hedger = Hedger(limit or AdaptiveLimit(100))
-    hedger.delay = delay
+    hedger._all.delay = delay
     hedger.sent = 1_000  # as if the store had sent that many: a budget for a few copies
     return hedger
 
@@ -137,7 +138,7 @@ def test_no_copy_without_a_free_place_in_the_limit() -> None:
 def test_copies_stay_within_their_share_of_the_requests_sent() -> None:
     # every request slower than the delay: each would be raced, the budget allows a twentieth
     hedger = Hedger(AdaptiveLimit(1000))
-    hedger.delay = 0.001
+    hedger._all.delay = 0.001
     service = _Service([0.005] * 1000)
 
     async def one() -> Response:
@@ -215,11 +216,61 @@ def test_before_the_estimate_a_slow_request_is_raced_after_the_early_delay() -> 
     assert slow.delay is None and slow.delay_for(1) == pytest.approx(EARLY_MEDIANS * 0.2)
 
 
+def test_a_request_sent_while_the_service_is_quiet_waits_the_percentile_of_such_requests(
+) -> None:
+    """After a bulk of renames the recent latencies are a queue's (the simulated account's
+    95th percentile 0.13-0.16 s, its quiet requests' 0.08-0.11): a fixed phase's few requests,
+    sent with no more than ``TAIL_IN_FLIGHT`` in flight, are raced past the percentile of
+    the requests sent so; those sent in a bulk still past the commit's recent one."""
+    limit = AdaptiveLimit(1000, initial=1000)
+    hedger = Hedger(limit)
+    hedger.sent = 1_000
+    for _ in range(MIN_SAMPLES):
+        hedger._observe(0.02, quiet=True)  # the phases before the renames
+    for _ in range(SAMPLES):
+        hedger._observe(0.3)  # the renames', in their queue
+    assert hedger.delay == pytest.approx(0.3)
+    assert hedger.delay_for(1, quiet=True) == pytest.approx(0.02)
+
+    async def timed() -> tuple[float, Response]:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        response = await hedger.request(_Service([5.0, 0.01]).send(), _never_refused)
+        return loop.time() - start, response
+
+    limit.in_flight = 1  # the caller's place: the service quiet
+    waited, response = run_virtual(timed())
+    assert response.header("x-request") == "1" and waited == pytest.approx(0.03)
+    limit.in_flight = TAIL_IN_FLIGHT + 1  # a bulk's
+    waited, response = run_virtual(timed())
+    assert response.header("x-request") == "1" and waited == pytest.approx(0.31)
+    assert (hedger.hedged, hedger.won) == (2, 2)
+
+
+def test_a_commit_learns_its_quiet_latencies_only_from_requests_sent_quiet() -> None:
+    limit = AdaptiveLimit(1000, initial=1000)
+    hedger = Hedger(limit)
+    service = _Service([0.05])
+
+    async def main() -> None:
+        for _ in range(MIN_SAMPLES):
+            await hedger.request(service.send(), _never_refused)
+
+    limit.in_flight = TAIL_IN_FLIGHT + 1
+    run_virtual(main())
+    assert hedger.delay == pytest.approx(0.05) and hedger.delay_for(1, quiet=True) == \
+        pytest.approx(0.05)  # nothing quiet known: the commit's own percentile
+    limit.in_flight = 1
+    run_virtual(main())
+    assert hedger._quiet.delay == pytest.approx(0.05) and len(hedger._quiet.samples) == \
+        MIN_SAMPLES
+
+
 def test_a_batch_waits_as_long_as_its_slowest_part_would_and_teaches_nothing() -> None:
     # a batch's latency is the slowest of its parts': raced only past that draw's percentile,
     # and not a sample of a single request's latency
     hedger = _hedger(0.1)
-    hedger._median = 0.02  # the log-normal through 20 ms and p95 100 ms
+    hedger._all.median = 0.02  # the log-normal through 20 ms and p95 100 ms
     assert hedger.delay_for(1) == 0.1
     assert 0.13 < hedger.delay_for(2) < 0.15 and 0.45 < hedger.delay_for(100) < 0.6  # type: ignore[operator]
     service = _Service([0.2, 0.0])
@@ -229,7 +280,7 @@ def test_a_batch_waits_as_long_as_its_slowest_part_would_and_teaches_nothing() -
     response = run_virtual(asyncio.wait_for(
         hedger.request(service.send(), _never_refused, parts=100), 2.0))
     assert response.header("x-request") == "1"
-    assert len(hedger._samples) == 0
+    assert len(hedger._all.samples) == 0
 
 
 def test_a_cancelled_caller_cancels_both_copies() -> None:
