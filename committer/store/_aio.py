@@ -368,6 +368,19 @@ class AsyncStore(Store):
                 results[k] = error
         return results
 
+    async def _delete_taking_along(
+        self, source: X, held: list[tuple[int, X]],
+        delete_each: Callable[[Sequence[X]], Awaitable[list[BaseException | None]]],
+    ) -> tuple[BaseException | None, list[tuple[int, BaseException | None]]]:
+        """The delete of a renamed source sent alone, with the sources ``held`` (index,
+        source) while the service was strained, their deletes not sent yet: a burst that
+        slowed it for a moment must not leave them for the end. ``held`` is emptied; returns
+        the source's error and each held source's (by its index)."""
+        late = held[:]
+        del held[:]
+        errors = await self._delete_sources([source, *(s for _, s in late)], delete_each)
+        return errors[0], [(j, e) for (j, _), e in zip(late, errors[1:], strict=True)]
+
     @abstractmethod
     def _classify(self, error: Exception, path: str) -> StoreError:
         """The engine's error family for a foreign exception, its text scrubbed of secrets."""

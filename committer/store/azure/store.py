@@ -369,17 +369,13 @@ class AzureStore(DataLakeRenames, FlatBlobRenames):
             source = await self._copy(src, dst, False, proof)
             if source is None:
                 return
-            if self._each_alone:
-                # and the sources copied while the service was strained, no longer (a burst
-                # that slowed it for a moment must not leave them for the end)
-                late = copied[:]
-                del copied[:]
-                errors = await self._delete_sources([source, *(s for _, s in late)],
-                                                    self._delete_each)
-                for (j, _), error in zip(late, errors[1:], strict=True):
-                    deleted[j] = error
-                if errors[0] is not None:
-                    raise errors[0]
+            if self._each_alone:  # with those copied while the service was strained
+                error, late = await self._delete_taking_along(source, copied,
+                                                              self._delete_each)
+                for j, late_error in late:
+                    deleted[j] = late_error
+                if error is not None:
+                    raise error
                 return
             copied.append((i, source))
             if not deleting:  # else the request in flight's sender takes it next

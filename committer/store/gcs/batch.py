@@ -266,17 +266,13 @@ class GcsBatches(GcsRenames):
             if not self._each_alone:  # deleted after the rewrites (``sources[i]``)
                 held.append((i, source))
                 return
-            # and the sources rewritten while the service was strained, no longer (a burst
-            # that slowed it for a moment must not leave them for the end)
-            late = held[:]
-            del held[:]
-            for j, _ in ((i, source), *late):
+            # with those rewritten while the service was strained
+            for j, _ in ((i, source), *held):
                 sources[j] = None
-            errors = await self._delete_sources([source, *(s for _, s in late)],
-                                                self._delete_each)
-            held_deleted.update(zip((j for j, _ in late), errors[1:], strict=True))
-            if errors[0] is not None:
-                raise errors[0]
+            error, late = await self._delete_taking_along(source, held, self._delete_each)
+            held_deleted.update(late)
+            if error is not None:
+                raise error
 
         try:
             outcome = dict(zip(indexes, await map_bounded(one, indexes, self._batch_workers),
