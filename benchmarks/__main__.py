@@ -27,6 +27,7 @@ SUITES: dict[str, str] = {
     "small-writes": "benchmarks.small_writes",
     "cloud-cpu": "benchmarks.cloud_cpu",
     "cloud-races": "benchmarks.cloud_races",
+    "request-pace": "benchmarks.request_pace",
     "cloud-scale": "benchmarks.cloud_scale",
     "cloud-peers": "benchmarks.cloud_peers",
     "cloud-writes": "benchmarks.cloud_peers.whole_write",
