@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from committer.errors import StoreError
+from committer.errors import PathNotFoundError, StoreError
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,8 +109,6 @@ class Store(ABC):
         no directory and an empty one are the same. An object store then lists only, without
         the status that tells the two apart (a round trip; it finds nothing below a file
         either, where ``list_dir`` refuses one)."""
-        from committer.errors import PathNotFoundError
-
         try:
             return self.list_dir(path)
         except PathNotFoundError:
@@ -232,8 +230,6 @@ class Store(ABC):
         ``side_file(name)``, a regular file too; ``None`` when anything else is there, a file
         is missing or of another size, or ``path`` is absent (other failures to list it are
         raised, so that a transient one is retried). Default: one listing."""
-        from committer.errors import PathNotFoundError
-
         try:
             found = self.child_sizes(path)
         except PathNotFoundError:
@@ -302,8 +298,6 @@ class Store(ABC):
         return stream
 
     def exists(self, path: str) -> bool:
-        from committer.errors import PathNotFoundError
-
         try:
             self.stat(path)
         except PathNotFoundError:
@@ -317,8 +311,6 @@ class Store(ABC):
         a backend whose calls wait on a request loop asks for them all at once.
         ``directories``: the paths are expected to be directories (a flat object store asks
         what is below each beside its object, one round trip where it would take two)."""
-        from committer.errors import PathNotFoundError
-
         out: list[FileStatus | StoreError | None] = []
         for path in paths:
             try:
@@ -331,8 +323,6 @@ class Store(ABC):
 
     def remove_dir_if_empty(self, path: str) -> bool:
         """Remove ``path`` only if it has no children; ``True`` if it is gone afterwards."""
-        from committer.errors import PathNotFoundError
-
         try:
             if self.list_dir(path):
                 return False
