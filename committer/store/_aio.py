@@ -284,9 +284,8 @@ class AsyncStore(Store):
         """Up to ``SMALL_COMMIT`` requests, a commit of round trips, not of the account's
         rate: the adaptive limit starts at their number, and the tail is raced. Above, neither:
         a larger commit's slow start is a second of its many, and a race costs CPU on every
-        request it may cover (a timer each, and a task as well when this was measured: at a
-        million Data Lake renames, 1.7x the engine's CPU, and a tenth more requests at a rate
-        cap that leaves places free)."""
+        request it may cover (a task and a timer each: at a million Data Lake renames, 1.7x the
+        engine's CPU, and a tenth more requests at a rate cap that leaves places free)."""
         small = requests <= SMALL_COMMIT
         self._race_tail = small
         self._race_last = False

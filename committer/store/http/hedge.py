@@ -22,7 +22,7 @@ Races are on a budget, since a copy is a bet that pays only in a tail:
 - **not while the service is strained as a whole** (``strain.py``: refusing, or slowed under
   load, the latency rising with what is sent): a copy then only adds to the queue every
   request waits in, and costs the client CPU. A request sent while the strain lasts goes
-  without a race at all (no timer), and a race waiting for its copy gives it up once
+  without a race at all (no task, no timer), and a race waiting for its copy gives it up once
   the strain lasts; while the service is strained for a moment, the race sends no copy and
   asks again after twice its last wait (a small commit's own burst strains the service for a
   few milliseconds, and must not leave every request then in flight without a race).
@@ -40,13 +40,6 @@ waited as long again (the far tail of a phase's last requests, which the share u
 would leave alone, is what the phase waits for). The loser is cancelled (its connection
 closed).
 
-A race is cheap while no copy is sent: the request is awaited in its caller's own task, with
-one timer for its copy, cancelled when the answer comes first (most do). Only a copy's answer
-that settles the race before the first's interrupts that wait (the caller's task cancelled,
-and uncancelled once the first request is; Python 3.11 and later). On Python 3.10, whose tasks
-cannot be uncancelled, the first request runs in a task of its own, waited for up to its delay
-at a time: several times the CPU of a timer, on every request a race covers.
-
 Counted for the commit's statistics (``committer/statistics.py``): requests sent (copies
 included), copies sent, copies that answered first (won) and copies that did not (wasted).
 """
@@ -57,7 +50,6 @@ import asyncio
 import collections
 import inspect
 import statistics
-import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
@@ -234,115 +226,47 @@ class Hedger:
         quiet = limit.in_flight <= TAIL_IN_FLIGHT
         delay = self.delay_for(parts, quiet)
         learns = parts <= 1  # a batch's latency is not a sample of a single request's
-        if delay is None or limit.strain_lasts:  # no race: no timer
+        if delay is None or limit.strain_lasts:  # no race: no task, no timer
             response = await send()
             self._learn(learns, loop.time() - start, quiet)
             return response
-        if _IN_PLACE:
-            return await self._race_in_place(send, throttled, settles, parts, delay, start, quiet)
-        return await self._race_in_task(send, throttled, settles, parts, delay, start, quiet)
-
-    def _copy_now(self, parts: int) -> tuple[int | None, float]:
-        """A request has waited its delay: the place its copy takes (the copy then sent), or
-        ``None`` and what its delay is multiplied by before it is asked again: 0, never (the
-        strain lasts: the race is given up); 2, strained for a moment (asked again less
-        often); 1, no budget left or no place free."""
-        limit = self._limit
-        if limit.strain_lasts:
-            return None, 0.0
-        if limit.strained:
-            return None, 2.0
-        # the copy counted in: never over the budget, even by one
-        epoch = limit.try_acquire(parts) if self.budget_left() else None
-        if epoch is not None:
-            self.hedged += 1
-        return epoch, 1.0
-
-    async def _race_in_place(self, send: Callable[[], Coroutine[Any, Any, Response]],
-                             throttled: Callable[[Response], bool], settles: Settles | None,
-                             parts: int, delay: float, start: float, quiet: bool) -> Response:
-        """The request awaited in its caller's task, a timer for its copy (Python 3.11 and
-        later): most requests answer before their delay and cost the race one timer, where a
-        task of their own and a wait on it cost them several times that (measured on Azurite,
-        whose answers come one at a time: 7% of a 2,000-file commit's CPU). A copy that settles
-        the race first interrupts the wait (the caller's task cancelled, and uncancelled
-        once the first request is: its connection closed, as a loser's is)."""
-        loop = asyncio.get_running_loop()
-        race = _InPlace(self, loop, send, throttled, settles, parts, delay)
-        try:
-            response = await send()
-        except asyncio.CancelledError:
-            race.ends()
-            if not (race.interrupted and _uncancel(race.task) == 0):
-                await race.drop()  # cancelled by its caller (too): the copy as well
-                raise
-            return self._copy_won(race, start, quiet, parts)
-        except Exception as error:  # the first failed: a copy, if any, may still answer
-            race.ends()
-            if race.second is None:
-                raise
-            first: asyncio.Future[Response] = loop.create_future()
-            first.set_exception(error)
-        else:
-            race.ends()
-            if race.second is None:
-                self._learn(parts <= 1, loop.time() - start, quiet)
-                return response
-            first = loop.create_future()
-            first.set_result(response)
-        if race.interrupted:  # the request swallowed the cancellation: the copy settled it
-            _uncancel(race.task)
-            first.exception()  # retrieved, not logged
-            return self._copy_won(race, start, quiet, parts)
-        assert race.place is not None
-        return await self._settle(first, race.second, race.place, settles, start, quiet,
-                                  parts, race.check, race.judged)
-
-    def _copy_won(self, race: _InPlace, start: float, quiet: bool, parts: int) -> Response:
-        assert race.second is not None
-        self.won += 1
-        self._learn(parts <= 1, asyncio.get_running_loop().time() - start, quiet)
-        return race.second.result()
-
-    async def _race_in_task(self, send: Callable[[], Coroutine[Any, Any, Response]],
-                            throttled: Callable[[Response], bool], settles: Settles | None,
-                            parts: int, delay: float, start: float, quiet: bool) -> Response:
-        """The request in a task of its own, waited for up to its delay at a time (Python
-        3.10, whose tasks cannot be uncancelled)."""
-        loop = asyncio.get_running_loop()
         first = loop.create_task(send())
         try:
             while True:  # a copy refused (no budget left, no place free) is tried again later
                 done, _ = await asyncio.wait((first,), timeout=delay)
-                if not done:
-                    epoch, again = self._copy_now(parts)
-                    if epoch is not None:
-                        break
-                    if again == 0:
-                        await asyncio.wait((first,))  # strained for a while: given up
-                        done = {first}
-                    delay *= again
+                if not done and limit.strain_lasts:
+                    await asyncio.wait((first,))  # strained for a while: the race given up
+                    done = {first}
                 if done:
                     response = await first
-                    self._learn(parts <= 1, loop.time() - start, quiet)
+                    self._learn(learns, loop.time() - start, quiet)
                     return response
+                if limit.strained:  # for a moment: no copy now, asked again less often
+                    delay *= 2
+                    continue
+                # the copy counted in: never over the budget, even by one
+                epoch = limit.try_acquire(parts) if self.budget_left() else None
+                if epoch is not None:
+                    break
         except asyncio.CancelledError:
             first.cancel()
             raise
-        place = _CopyPlace(self._limit, epoch, throttled, parts)
+        self.hedged += 1
         second = loop.create_task(send())
-        second.add_done_callback(place.release)
-        return await self._settle(first, second, place, settles, start, quiet, parts)
+        held = [epoch]
 
-    async def _settle(self, first: asyncio.Future[Response], second: asyncio.Task[Response],
-                      place: _CopyPlace, settles: Settles | None, start: float, quiet: bool,
-                      parts: int, copy_check: asyncio.Future[bool] | None = None,
-                      copy_judged: bool = False) -> Response:
-        """The race of a request and its copy, decided (``_first_answer``), the loser
-        cancelled, the copy's place given back, and the copy counted won or wasted."""
-        winner: asyncio.Future[Response] | None = None
+        def release_copy(task: asyncio.Task[Response]) -> None:
+            # the copy's place goes back as soon as it has answered: a proof, which reads,
+            # must not wait behind places that races awaiting proofs hold
+            if held:
+                copy = task.result() if not task.cancelled() and task.exception() is None \
+                    else None
+                limit.release(held.pop(), copy is not None and throttled(copy), parts=parts)
+
+        second.add_done_callback(release_copy)
+        winner: asyncio.Task[Response] | None = None
         try:
-            winner = await _first_answer(first, second, settles, copy_check, copy_judged)
+            winner = await _first_answer(first, second, settles)
         finally:
             for task in (first, second):
                 if not task.done():
@@ -351,137 +275,15 @@ class Hedger:
             for task in (first, second):  # the loser's failure is retrieved, not logged
                 if not task.cancelled():
                     task.exception()
-            place.release(second)
+            release_copy(second)
             if winner is second:
                 self.won += 1
             else:
                 self.wasted += 1
         assert winner is not None
         # at least the delay, so still a sample of the tail the percentile is taken from
-        self._learn(parts <= 1, asyncio.get_running_loop().time() - start, quiet)
+        self._learn(learns, loop.time() - start, quiet)
         return winner.result()
-
-
-#: whether a race awaits its first request in the caller's task (``Task.uncancel``: 3.11)
-_IN_PLACE = sys.version_info >= (3, 11)
-
-
-def _uncancel(task: asyncio.Task[Any]) -> int:
-    """The cancellations still requested of ``task`` once one is withdrawn."""
-    if sys.version_info >= (3, 11):
-        return task.uncancel()
-    raise AssertionError("a race in place needs Python 3.11")  # pragma: no cover
-
-
-class _CopyPlace:
-    """The place in the limit a copy holds, given back once, as soon as it has answered: a
-    proof, which reads, must not wait behind places that races awaiting proofs hold."""
-
-    __slots__ = ("_epoch", "_limit", "_parts", "_throttled")
-
-    def __init__(self, limit: AdaptiveLimit, epoch: int, throttled: Callable[[Response], bool],
-                 parts: int) -> None:
-        self._limit = limit
-        self._epoch: int | None = epoch
-        self._throttled = throttled
-        self._parts = parts
-
-    def release(self, task: asyncio.Future[Response]) -> None:
-        if self._epoch is None:
-            return
-        epoch, self._epoch = self._epoch, None
-        copy = task.result() if task.done() and not task.cancelled() \
-            and task.exception() is None else None
-        self._limit.release(epoch, copy is not None and self._throttled(copy),
-                            parts=self._parts)
-
-
-class _InPlace:
-    """A request its caller's task awaits itself, and the timer that sends its copy. While the
-    first request runs, a copy's answer is judged as it comes (``settles``, a proof started
-    if it asks for one); one that settles the race cancels the caller's task (``interrupted``).
-    Once the caller's task has the first request's outcome, nothing here acts any more
-    (``ends``): the race, if a copy was sent, is decided there."""
-
-    __slots__ = ("_delay", "_hedger", "_loop", "_parts", "_send", "_settles", "_throttled",
-                 "_timer", "check", "interrupted", "judged", "place", "second", "task",
-                 "waiting")
-
-    def __init__(self, hedger: Hedger, loop: asyncio.AbstractEventLoop,
-                 send: Callable[[], Coroutine[Any, Any, Response]],
-                 throttled: Callable[[Response], bool], settles: Settles | None, parts: int,
-                 delay: float) -> None:
-        task = asyncio.current_task(loop)
-        assert task is not None
-        self.task = task
-        self._hedger, self._loop, self._send = hedger, loop, send
-        self._throttled, self._settles, self._parts = throttled, settles, parts
-        self._delay = delay
-        self.waiting = True
-        self.interrupted = False
-        self.second: asyncio.Task[Response] | None = None
-        self.place: _CopyPlace | None = None
-        #: the copy's answer judged while the first ran, and the proof it asked for, if any
-        self.judged = False
-        self.check: asyncio.Future[bool] | None = None
-        self._timer: asyncio.TimerHandle | None = loop.call_later(delay, self._due)
-
-    def _due(self) -> None:
-        self._timer = None
-        if not self.waiting:
-            return
-        epoch, again = self._hedger._copy_now(self._parts)
-        if epoch is None:
-            if again:  # else the strain lasts: the race given up
-                self._delay *= again
-                self._timer = self._loop.call_later(self._delay, self._due)
-            return
-        self.place = _CopyPlace(self._hedger._limit, epoch, self._throttled, self._parts)
-        self.second = self._loop.create_task(self._send())
-        self.second.add_done_callback(self._copy_answered)
-
-    def _copy_answered(self, copy: asyncio.Task[Response]) -> None:
-        assert self.place is not None
-        self.place.release(copy)
-        if not self.waiting or copy.cancelled() or copy.exception() is not None:
-            return
-        self.judged = True
-        verdict = True if self._settles is None else self._settles(copy.result())
-        if inspect.isawaitable(verdict):
-            check = self.check = asyncio.ensure_future(verdict)
-            check.add_done_callback(self._checked)
-        elif verdict:
-            self._interrupt()
-
-    def _checked(self, check: asyncio.Future[bool]) -> None:
-        if self.waiting and not check.cancelled() and check.exception() is None \
-                and check.result():
-            self._interrupt()
-
-    def _interrupt(self) -> None:
-        self.interrupted = True
-        self.waiting = False
-        self.task.cancel()
-
-    def ends(self) -> None:
-        """The caller's task has the first request's outcome (or its cancellation)."""
-        self.waiting = False
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-
-    async def drop(self) -> None:
-        """The caller was cancelled: the copy and its proof too, waited for."""
-        started: list[asyncio.Future[Any]] = [
-            f for f in (self.second, self.check) if f is not None]
-        pending = [f for f in started if not f.done()]
-        for future in pending:
-            future.cancel()
-        if pending:
-            await asyncio.wait(pending)
-        for future in started:
-            if not future.cancelled():
-                future.exception()  # retrieved, not logged
 
 
 _NORMAL = statistics.NormalDist()
@@ -509,18 +311,15 @@ class _Latencies:
             self.median = max(FLOOR_S / 2, ordered[len(ordered) // 2])
 
 
-async def _first_answer(first: asyncio.Future[Response], second: asyncio.Future[Response],
-                        settles: Settles | None = None,
-                        copy_check: asyncio.Future[bool] | None = None,
-                        copy_judged: bool = False) -> asyncio.Future[Response]:
-    """The request whose answer came first and settles the race (any answer does by default;
-    an answer ``settles`` cannot decide at once is settled by the check it returns, while the
+async def _first_answer(first: asyncio.Task[Response], second: asyncio.Task[Response],
+                        settles: Settles | None = None) -> asyncio.Task[Response]:
+    """The task whose answer came first and settles the race (any answer does by default; an
+    answer ``settles`` cannot decide at once is settled by the check it returns, while the
     other request still runs). When neither settles: the first request's answer, else the
-    copy's, else the earlier failure. ``copy_judged``: the copy's answer was judged already
-    (by a race in place, while the first ran): not settling, or by ``copy_check``."""
+    copy's, else the earlier failure."""
     waiting: set[asyncio.Future[Any]] = {first, second}
-    checks: dict[asyncio.Future[bool], asyncio.Future[Response]] = {}
-    failed: asyncio.Future[Response] | None = None
+    checks: dict[asyncio.Future[bool], asyncio.Task[Response]] = {}
+    failed: asyncio.Task[Response] | None = None
     try:
         while waiting:
             done, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
@@ -530,10 +329,7 @@ async def _first_answer(first: asyncio.Future[Response], second: asyncio.Future[
                 if task.exception() is not None:
                     failed = failed or task
                     continue
-                if task is second and copy_judged:
-                    verdict: bool | Awaitable[bool] = copy_check or False
-                else:
-                    verdict = True if settles is None else settles(task.result())
+                verdict = True if settles is None else settles(task.result())
                 if inspect.isawaitable(verdict):
                     started: asyncio.Future[bool] = asyncio.ensure_future(verdict)
                     checks[started] = task

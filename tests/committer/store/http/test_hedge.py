@@ -2,14 +2,11 @@
 answer taken, the loser cancelled, the limit's places given back, copies kept rare.
 
 Every race here runs on virtual time (``virtual_time.py``): the service's delays and the
-hedger's are exact, so which answer comes first is the script's, never the machine's load. Each
-runs both ways a race is kept: the first request awaited in its caller's task with a timer for
-its copy (Python 3.11 and later), and in a task of its own (Python 3.10)."""
+hedger's are exact, so which answer comes first is the script's, never the machine's load."""
 
 from __future__ import annotations
 
 import asyncio
-import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -33,14 +30,6 @@ from committer.store.http.limiter import AdaptiveLimit
 from committer.store.http.messages import Response
 from committer.store.http.strain import REFUSING_S, SLOWED_WINDOWS, WINDOW
 from tests.committer.store.http.virtual_time import run_virtual
-
-
-@pytest.fixture(autouse=True, params=[
-    *([pytest.param(True, id="in-place")] if sys.version_info >= (3, 11) else []),
-    pytest.param(False, id="in-a-task")])
-def _race_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
-    monkeypatch.setattr(hedge, "_IN_PLACE", request.param)
-    return bool(request.param)
 
 
 def _never_refused(_: Response) -> bool:
@@ -312,7 +301,8 @@ def test_a_cancelled_caller_cancels_both_copies() -> None:
 
 def test_a_caller_cancelled_as_the_copy_settles_the_race_is_cancelled_still() -> None:
     # the caller's cancellation right after the copy's answer, in the same turn of the loop
-    # (a callback on the copy's end, after the race's own): the copy's win must not swallow it
+    # (a callback on the copy's end): the copy's win must not swallow it, and neither request
+    # nor its place is left behind
     limit = AdaptiveLimit(100)
     hedger = _hedger(0.01, limit)
     service = _Service([5.0, 0.01])
@@ -338,26 +328,6 @@ def test_a_caller_cancelled_as_the_copy_settles_the_race_is_cancelled_still() ->
 
     run_virtual(asyncio.wait_for(main(), 2.0))
     assert service.sent == 2 and service.cancelled == 1 and limit.in_flight == 0
-
-
-def test_a_race_the_copy_wins_leaves_its_callers_task_as_it_was() -> None:
-    # the race awaited in the caller's own task: no cancellation left requested of it once
-    # the copy's answer has ended the wait for the first, so a later timeout still works
-    hedger = _hedger(0.01)
-
-    async def main() -> tuple[Response, int]:
-        response = await hedger.request(_Service([5.0, 0.01]).send(), _never_refused)
-        task = asyncio.current_task()
-        assert task is not None
-        cancelling = 0
-        if sys.version_info >= (3, 11):
-            cancelling = task.cancelling()
-        await asyncio.wait_for(asyncio.sleep(0.01), 1.0)
-        return response, cancelling
-
-    response, cancelling = run_virtual(asyncio.wait_for(main(), 2.0))
-    assert response.header("x-request") == "1" and cancelling == 0
-    assert (hedger.hedged, hedger.won) == (1, 1)
 
 
 def test_the_first_answer_taken_while_the_copys_proof_runs_ends_the_proof() -> None:
